@@ -1,0 +1,157 @@
+# frozen_string_literal: true
+
+require "etc"
+require "optparse"
+require "time"
+require_relative "cases"
+require_relative "environment"
+require_relative "hit_ratio"
+require_relative "host_load"
+require_relative "json_report"
+require_relative "l1_footprint"
+require_relative "multi_process"
+require_relative "report"
+require_relative "runner"
+require_relative "stores"
+require_relative "svg_plot"
+
+module Strata
+  module Bench
+    # bin/bench: parses options, runs the matrix, prints the table, then the L1 reports, and writes
+    # JSON and charts when asked. Progress and notes go to stderr, results to stdout.
+    class CLI
+      # Extra reports tied to strata_l1; they run when strata_l1 is selected and loads.
+      EXTRAS = {two_process: MultiProcess, hit_ratio: HitRatio, l1_footprint: L1Footprint}.freeze
+
+      def initialize(argv, out: $stdout, err: $stderr)
+        @argv = argv
+        @out = out
+        @err = err
+      end
+
+      # The process exit status: 0, or 2 for a usage error.
+      def run
+        options = parse
+        return 0 unless options
+
+        Environment.open { |env| bench(env, options) }
+        0
+      rescue OptionParser::ParseError => e
+        @err.puts "bin/bench: #{e.message}\n#{@usage}"
+        2
+      end
+
+      private
+
+      def parse
+        options = {quick: false, reports: true, stores: Stores.names, cases: Cases.names}
+        parser = OptionParser.new do |o|
+          o.banner = "Usage: bin/bench [options]\nRuns every case on every store with benchmark-ips (DESIGN section 9)."
+          o.on("--quick", "short warmup and measurement (CI smoke test; nothing is asserted)") { options[:quick] = true }
+          o.on("--json FILE", "also write the results as JSON") { |file| options[:json] = file }
+          o.on("--plot DIR", "also write one SVG chart per case into DIR") { |dir| options[:plot] = dir }
+          o.on("--stores LIST", Array, "only these stores (#{Stores.names.join(",")})") { |l| options[:stores] = l }
+          o.on("--cases LIST", Array, "only these cases (#{Cases.names.join(",")})") { |l| options[:cases] = l }
+          o.on("--[no-]reports", "two-process, hit-ratio and footprint reports (default on; need strata_l1)") do |on|
+            options[:reports] = on
+          end
+          o.on("-h", "--help", "this text") do
+            @out.puts o
+            return nil
+          end
+        end
+        @usage = parser.to_s
+        parser.parse!(@argv)
+        raise OptionParser::NeedlessArgument, @argv.join(" ") unless @argv.empty?
+
+        check_names(options[:stores], Stores.names, "store")
+        check_names(options[:cases], Cases.names, "case")
+        options
+      end
+
+      def check_names(given, known, what)
+        unknown = given - known
+        return if unknown.empty?
+
+        raise OptionParser::InvalidArgument, "unknown #{what} #{unknown.join(", ")} (#{what}s: #{known.join(", ")})"
+      end
+
+      def bench(env, options)
+        timing = options[:quick] ? Runner::QUICK : Runner::FULL
+        cases = options[:cases].map { |name| Cases.find(name) }
+        stores, skipped = select_stores(env, options[:stores])
+        meta = meta(env, options, timing)
+        @out.puts header(meta)
+        # Progress goes to stderr as it happens; keep stdout in step when both go to one log.
+        @out.flush
+        results = Runner.new(env, **timing, progress: @err).run(cases, stores)
+        @out.puts
+        @out.print Report.new(results, case_names: cases.map(&:name), store_names: stores.map { |s| s::NAME },
+          skipped: skipped).render
+        extras = (options[:reports] && stores.include?(Stores::StrataL1)) ? run_extras(env, options) : {}
+        write_outputs(options, cases, results, skipped, extras, meta)
+      end
+
+      # Adapter classes that can run here, and name => reason for the others.
+      def select_stores(env, names)
+        skipped = {}
+        stores = names.map { |name| Stores.find(name) }.select do |store|
+          reason = store.unavailable_reason(env)
+          @err.puts "skipping #{store::NAME}: #{reason}" if reason
+          skipped[store::NAME] = reason if reason
+          reason.nil?
+        end
+        [stores, skipped]
+      end
+
+      def run_extras(env, options)
+        settings = options[:quick] ? {seconds: 0.5, warmup: 0.1} : {}
+        EXTRAS.to_h do |name, report_class|
+          @err.puts "report: #{name}"
+          section = begin
+            report_class.new(env, **settings).run
+          rescue => e
+            {error: "#{e.class}: #{e.message.lines.first&.strip}"}
+          end
+          @out.puts
+          @out.puts(section[:error] ? "#{name}: failed (#{section[:error]})" : report_class.lines(section))
+          [name, section]
+        end
+      end
+
+      def write_outputs(options, cases, results, skipped, extras, meta)
+        if options[:json]
+          JsonReport.write(options[:json], results: results, skipped: skipped, extras: extras, meta: meta)
+          @err.puts "wrote #{options[:json]}"
+        end
+        return unless options[:plot]
+
+        paths = SvgPlot.new(results, cases: cases).write(options[:plot])
+        @err.puts "wrote #{paths.size} charts to #{options[:plot]}"
+      end
+
+      def meta(env, options, timing)
+        {
+          ruby: RUBY_DESCRIPTION, activesupport: gem_version("activesupport"), dalli: gem_version("dalli"),
+          benchmark_ips: gem_version("benchmark-ips"), cache_format_version: ActiveSupport::Cache.format_version,
+          quick: options[:quick], warmup_s: timing[:warmup], time_s: timing[:time], cpus: Etc.nprocessors,
+          idle_cpus_before: HostLoad.idle_cpus,
+          memcached: env.memcached_servers, scratch_dir: env.scratch_description, started_at: Time.now.utc.iso8601
+        }
+      end
+
+      def header(meta)
+        "strata bench#{" --quick" if meta[:quick]}: #{meta[:ruby]}\n" \
+          "activesupport #{meta[:activesupport]} (cache format #{meta[:cache_format_version]}), " \
+          "dalli #{meta[:dalli]}, benchmark-ips #{meta[:benchmark_ips]}, " \
+          "#{meta[:cpus]} CPUs (#{meta[:idle_cpus_before] || "?"} idle at start)\n" \
+          "memcached #{meta[:memcached].join(", ")}; tables in #{meta[:scratch_dir]}; " \
+          "warmup #{meta[:warmup_s]} s, time #{meta[:time_s]} s per cell"
+      end
+
+      def gem_version(name)
+        Gem.loaded_specs[name]&.version&.to_s || "not loaded"
+      end
+    end
+  end
+end

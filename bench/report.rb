@@ -1,0 +1,81 @@
+# frozen_string_literal: true
+
+require_relative "format"
+require_relative "stores"
+
+module Strata
+  module Bench
+    # The text report: one table of ips with cases as rows and stores as columns, then for each
+    # Strata store the ratio of its ips to every other column, then notes on anything odd.
+    class Report
+      # results: Result list; case_names and store_names: row and column order;
+      # skipped: store name => reason, for stores that did not run at all.
+      def initialize(results, case_names:, store_names:, skipped: {})
+        @cells = results.to_h { |r| [[r.case_name, r.store], r] }
+        @results = results
+        @case_names = case_names
+        @store_names = store_names
+        @skipped = skipped
+      end
+
+      def render
+        out = +""
+        out << "iterations per second (higher is better; ± is benchmark-ips' error; get_multi_100 counts calls of 100 keys)\n"
+        out << table(["case", *@store_names], @case_names.map { |c| [c, *@store_names.map { |s| ips_cell(c, s) }] })
+        ratio_stores.each { |strata| out << "\n" << ratio_table(strata) }
+        out << notes
+        out
+      end
+
+      private
+
+      def ips_cell(case_name, store)
+        result = @cells[[case_name, store]]
+        return "-" unless result
+        return "error" unless result.ok?
+
+        "#{Format.ips(result.ips)} ±#{Format.pct(result.error_pct)}#{"!" if result.hit_mismatch?}"
+      end
+
+      def ratio_stores
+        Stores::STRATA.select { |name| @results.any? { |r| r.store == name && r.ok? } }
+      end
+
+      def ratio_table(strata)
+        others = @store_names - [strata]
+        title = "#{strata} / each store (ips ratio; above 1 means #{strata} is faster)\n"
+        return title + "  (no other store ran)\n" if others.empty?
+
+        rows = @case_names.map { |c| [c, *others.map { |other| Format.ratio(ratio(c, strata, other)) }] }
+        title + table(["case", *others], rows)
+      end
+
+      def ratio(case_name, numerator, denominator)
+        top = @cells[[case_name, numerator]]
+        bottom = @cells[[case_name, denominator]]
+        return nil unless top&.ok? && bottom&.ok? && bottom.ips.positive?
+
+        top.ips / bottom.ips
+      end
+
+      def notes
+        lines = @skipped.map { |store, reason| "skipped #{store}: #{reason}" }
+        @results.reject(&:ok?).each { |r| lines << "error in #{r.case_name}/#{r.store}: #{r.error}" }
+        @results.select(&:hit_mismatch?).each do |r|
+          lines << "! #{r.case_name}/#{r.store} gave #{Format.pct(r.hit_pct)} hits, " \
+                   "expected #{Format.pct(r.expected_hit_pct)}: it lost or invented keys"
+        end
+        lines.empty? ? "" : "\n#{lines.join("\n")}\n"
+      end
+
+      # First column left-aligned, the rest right-aligned, two spaces between columns.
+      def table(header, rows)
+        widths = header.each_index.map { |i| ([header] + rows).map { |row| row[i].to_s.length }.max }
+        [header, *rows].map do |row|
+          row.each_with_index.map { |cell, i| i.zero? ? cell.to_s.ljust(widths[i]) : cell.to_s.rjust(widths[i]) }
+            .join("  ").rstrip + "\n"
+        end.join
+      end
+    end
+  end
+end

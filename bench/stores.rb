@@ -1,0 +1,30 @@
+# frozen_string_literal: true
+
+require_relative "stores/ruby_hash"
+require_relative "stores/memory_store"
+require_relative "stores/mem_cache_store"
+require_relative "stores/raw_socket"
+require_relative "stores/strata_l1"
+require_relative "stores/strata_store"
+
+module Strata
+  module Bench
+    # The stores the bench knows, in the table's column order: the floor, Rails' own stores,
+    # memcached by hand, then Strata. A new store is one file under bench/stores plus one entry here.
+    module Stores
+      ALL = [RubyHash, MemoryStore, MemCacheStore, RawSocket, StrataL1, StrataStore].freeze
+
+      # The stores the ratio tables compare against every other column.
+      STRATA = [StrataL1::NAME, StrataStore::NAME].freeze
+
+      def self.names
+        ALL.map { |store| store::NAME }
+      end
+
+      def self.find(name)
+        ALL.find { |store| name == store::NAME } or
+          raise ArgumentError, "unknown store #{name.inspect} (stores: #{names.join(", ")})"
+      end
+    end
+  end
+end

@@ -1,0 +1,59 @@
+# frozen_string_literal: true
+
+require_relative "base"
+require_relative "../strata_loader"
+
+module Strata
+  module Bench
+    module Stores
+      # Strata::Tiers::SharedMemory used directly: bytes in, bytes out, no Rails, no entry header.
+      # Each instance maps a fresh table file in the run's private directory.
+      class StrataL1 < Base
+        NAME = "strata_l1"
+
+        # Holds every case's key pool many times over; miss cases still wrap the log and evict, as a
+        # full table does in production.
+        TABLE_BYTES = 64 * 1024 * 1024
+
+        def self.unavailable_reason(env)
+          StrataLoader.load_error("strata") ||
+            StrataLoader.probe_error("opening a #{TABLE_BYTES >> 20} MiB table") { smoke_test(env) }
+        end
+
+        # Open, write, read back, close: the table works at all on this host.
+        def self.smoke_test(env)
+          store = new(env)
+          store.write("strata-bench:probe", "ok")
+          raise "read back #{store.read("strata-bench:probe").inspect}" unless store.read("strata-bench:probe") == "ok"
+        ensure
+          store&.close
+        end
+
+        attr_reader :table, :path
+
+        def initialize(env, size: TABLE_BYTES)
+          super(env)
+          @path = env.table_path(NAME)
+          @table = Strata::Tiers::SharedMemory.new(path: @path, size: size)
+        end
+
+        def read(key)
+          @table.get(key)
+        end
+
+        def write(key, value)
+          @table.set(key, value)
+        end
+
+        def read_multi(keys)
+          @table.get_multi(keys)
+        end
+
+        def close
+          @table.close
+          @env.remove_table(@path)
+        end
+      end
+    end
+  end
+end

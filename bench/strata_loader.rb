@@ -1,0 +1,32 @@
+# frozen_string_literal: true
+
+module Strata
+  module Bench
+    # Loads Strata's own code on demand. Those parts are written alongside the bench, so one that
+    # does not load yet makes its stores skip with the reason instead of stopping the run.
+    module StrataLoader
+      @errors = {}
+
+      # nil when feature loads, else a one-line reason.
+      def self.load_error(feature)
+        return @errors[feature] if @errors.key?(feature)
+
+        @errors[feature] =
+          begin
+            require feature
+            nil
+          rescue ScriptError, StandardError => e
+            "#{feature} does not load (#{e.class}: #{e.message.lines.first&.strip})"
+          end
+      end
+
+      # nil when the block runs, else a one-line reason. For a smoke test of a store that loaded.
+      def self.probe_error(what)
+        yield
+        nil
+      rescue ScriptError, StandardError => e
+        "#{what} failed (#{e.class}: #{e.message.lines.first&.strip})"
+      end
+    end
+  end
+end

@@ -1,0 +1,1328 @@
+/*
+ * table.c - the shared-memory table. The contract (layout, lock rules, caveats) is in table.h;
+ * comments here explain only what that header does not.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* flock, MADV_WIPEONFORK, getrandom */
+#endif
+
+#include "table.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hash.h"
+#include "lock.h"
+
+/* ------------------------------------------------------------------------------------------ */
+/* Shared structs (layout documented in table.h)                                              */
+/* ------------------------------------------------------------------------------------------ */
+
+#define MAGIC 0x314C415441525453ULL /* "STRATAL1" read as a little-endian u64 */
+#define LAYOUT_VERSION 1u
+#define HEADER_BYTES 4096u
+#define CTL_BYTES 128u
+#define BUCKET_BYTES 64u
+#define SEG_HDR 16u
+#define ITEM_HDR 24u
+#define STATE_INITIALIZING 1u
+#define STATE_READY 2u
+#define SLOT_REF (1ULL << 63)
+#define TAG_MASK 0x7FFFFFFFu
+
+#define READ_ATTEMPTS 4     /* a reader gives up (miss, torn_reads) after this many tries */
+#define SEQ_SPINS 64        /* pauses a reader waits for an odd seq to turn even, per attempt */
+#define FLOCK_WAIT_MS 10000 /* how long an opener waits for another process building the file */
+#define OPEN_ATTEMPTS 8     /* reopen when the path was replaced while we waited for flock */
+
+struct file_header {
+    uint64_t magic;
+    uint32_t version;
+    uint32_t state;
+    uint64_t fingerprint;
+    uint64_t file_size;
+    uint32_t shards;
+    uint32_t buckets_per_shard;
+    uint32_t segments_per_shard;
+    uint32_t segment_size;
+    uint64_t ctl_offset;
+    uint64_t index_offset;
+    uint64_t data_offset;
+    uint64_t seed;
+    uint32_t creator_uid;
+    uint32_t creator_pid;
+    uint64_t created_ms;
+    uint64_t check; /* hash of every field above, state excluded (it changes once) */
+};
+
+struct shard_ctl {
+    pthread_mutex_t lock;
+    uint32_t active;   /* segment being appended to */
+    uint32_t next_cas; /* cas of the next item written; never 0 */
+    uint64_t drops;
+    uint64_t rotations;
+};
+
+struct bucket {
+    uint32_t seq;
+    uint32_t unused;
+    uint64_t slot[STRATA_SLOTS_PER_BUCKET];
+};
+
+struct item_hdr {
+    uint32_t value_len;
+    uint32_t checksum;
+    uint64_t expires_ms;
+    uint32_t cas;
+    uint16_t key_len;
+    uint8_t flags;
+    uint8_t unused;
+};
+
+struct seg_hdr {
+    uint32_t fill;
+    uint32_t unused0;
+    uint64_t unused1;
+};
+
+_Static_assert(sizeof(struct file_header) <= HEADER_BYTES, "header fits its page");
+_Static_assert(sizeof(struct shard_ctl) <= CTL_BYTES, "shard control block fits 128 bytes");
+_Static_assert(sizeof(struct bucket) == BUCKET_BYTES, "a bucket is one cache line");
+_Static_assert(sizeof(struct item_hdr) == ITEM_HDR, "item header is 24 bytes");
+_Static_assert(sizeof(struct seg_hdr) == SEG_HDR, "segment header is 16 bytes");
+
+/* Changes whenever a build would lay the file out differently (LMDB-style format word). */
+static uint64_t layout_fingerprint(void)
+{
+    const uint16_t endian = 0x0102;
+    uint8_t first;
+    memcpy(&first, &endian, 1);
+    return ((uint64_t)sizeof(void *) << 56) | ((uint64_t)sizeof(pthread_mutex_t) << 48) |
+           ((uint64_t)sizeof(struct shard_ctl) << 40) | ((uint64_t)sizeof(struct item_hdr) << 32) |
+           ((uint64_t)sizeof(struct bucket) << 24) | ((uint64_t)sizeof(struct seg_hdr) << 16) |
+           ((uint64_t)(sizeof(struct file_header) / 8) << 8) | first;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* The per-process handle                                                                     */
+/* ------------------------------------------------------------------------------------------ */
+
+/* Counters in a private page that reads as zeros in a forked child (MADV_WIPEONFORK). */
+struct proc_page {
+    strata_counters c;
+    pid_t pid; /* 0 in a fresh child: stats_get then starts this process's count */
+};
+
+struct strata_table {
+    uint8_t *base;
+    size_t map_len;
+    strata_geometry geo;
+    uint64_t seed;
+    uint64_t shard_data_bytes; /* segments_per_shard * segment_size */
+    uint32_t shard_mask;
+    uint64_t lock_timeout_ns;
+    struct proc_page *proc;
+    int held_locks; /* taken by strata_lock_shard and not yet released */
+};
+
+#define COUNT(t, field) count_add(&(t)->proc->c.field, 1)
+
+/* Plain per-handle counter; relaxed atomics keep concurrent threads free of UB (a lost
+ * increment is acceptable) without a locked instruction on the hot path. */
+static inline void count_add(uint64_t *c, uint64_t n)
+{
+    __atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + n, __ATOMIC_RELAXED);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Small helpers                                                                              */
+/* ------------------------------------------------------------------------------------------ */
+
+static const char *const status_messages[STRATA_STATUS_COUNT] = {
+    [STRATA_OK] = "ok",
+    [STRATA_NOT_FOUND] = "not found",
+    [STRATA_NOT_STORED] = "not stored",
+    [STRATA_BUSY] = "shard lock busy",
+    [STRATA_LOCK_TIMEOUT] = "timed out waiting for the shard lock",
+    [STRATA_TOO_LARGE] = "key and value are larger than max_value_size",
+    [STRATA_NOT_NUMBER] = "value is not an unsigned decimal number",
+    [STRATA_EINVAL] = "invalid argument",
+    [STRATA_EGEOMETRY] = "size does not fit the requested geometry",
+    [STRATA_EUNSAFE] = "refusing a file owned by another user, writable by group or others, a symlink, or not a regular file",
+    [STRATA_EIO] = "system call failed",
+    [STRATA_ENOSPC] = "no space to reserve the table file (is /dev/shm too small?)",
+    [STRATA_EFLOCK] = "timed out waiting for another process building the table file",
+    [STRATA_ELOCK] = "shard mutex is not usable",
+    [STRATA_ENOMEM] = "out of memory",
+};
+
+const char *strata_strerror(strata_status status)
+{
+    if ((unsigned)status >= STRATA_STATUS_COUNT) return "unknown status";
+    return status_messages[status];
+}
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static inline uint64_t align8(uint64_t n) { return (n + 7u) & ~(uint64_t)7u; }
+
+static inline uint64_t round_up(uint64_t n, uint64_t to) { return (n + to - 1) / to * to; }
+
+static inline int is_expired(uint64_t expires_ms, uint64_t *now)
+{
+    if (expires_ms == 0) return 0;
+    if (*now == 0) *now = now_ms();
+    return *now >= expires_ms;
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __asm__ __volatile__("pause");
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+static uint64_t random_u64(void)
+{
+    uint64_t v = 0;
+    if (getrandom(&v, sizeof v, GRND_NONBLOCK) != (ssize_t)sizeof v) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        v = strata_hash64(&ts, sizeof ts, (uint64_t)getpid() ^ (uint64_t)(uintptr_t)&v);
+    }
+    return v;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Geometry                                                                                   */
+/* ------------------------------------------------------------------------------------------ */
+
+strata_status strata_geometry_resolve(const strata_options *o, strata_geometry *g, const char **what)
+{
+    uint64_t size = o->size, shards = o->shards, seg = o->segment_size, segs, buckets;
+    uint64_t ctl_bytes, avail, index_bytes;
+
+    memset(g, 0, sizeof *g);
+    *what = NULL;
+    if (size < STRATA_MIN_SIZE) {
+        *what = "size must be >= 1 MiB";
+        return STRATA_EINVAL;
+    }
+    if (size > (1ULL << 40)) {
+        *what = "size must be <= 1 TiB";
+        return STRATA_EINVAL;
+    }
+    if (shards == 0) {
+        shards = 16;
+        /* Bound: at most 4 halvings. */
+        while (shards > 1 && size / shards < (512u << 10)) shards >>= 1;
+    }
+    if (shards > STRATA_MAX_SHARDS || (shards & (shards - 1)) != 0) {
+        *what = "shards must be a power of two between 1 and 256";
+        return STRATA_EINVAL;
+    }
+    if (seg == 0) {
+        uint64_t want = size / (shards * 16);
+        seg = 64u << 10;
+        /* Bound: at most 6 doublings (64 KiB to 4 MiB). */
+        while (seg * 2 <= want && seg < (4u << 20)) seg *= 2;
+    } else if (seg % 4096u != 0 || seg < STRATA_MIN_SEGMENT || seg > STRATA_MAX_SEGMENT) {
+        *what = "segment_size must be a multiple of 4096 between 4 KiB and 64 MiB";
+        return STRATA_EINVAL;
+    }
+
+    ctl_bytes = round_up(shards * CTL_BYTES, 4096);
+    avail = size - HEADER_BYTES - ctl_bytes;
+    if (o->slots != 0) {
+        if (o->slots > size / 8) { /* also keeps the products below from overflowing */
+            *what = "slots: the index alone would not fit in size";
+            return STRATA_EGEOMETRY;
+        }
+        buckets = (o->slots + shards * STRATA_SLOTS_PER_BUCKET - 1) / (shards * STRATA_SLOTS_PER_BUCKET);
+        index_bytes = round_up(shards * buckets * BUCKET_BYTES, 4096);
+        if (index_bytes >= avail) {
+            *what = "slots: the index alone would not fit in size";
+            return STRATA_EGEOMETRY;
+        }
+        segs = (avail - index_bytes) / shards / seg;
+    } else {
+        /* One slot per STRATA_DATA_PER_SLOT data bytes; the index also takes whatever is left
+         * after whole segments. */
+        uint64_t per_shard = avail / shards;
+        uint64_t per_data = per_shard * (STRATA_SLOTS_PER_BUCKET * STRATA_DATA_PER_SLOT) /
+                            (STRATA_SLOTS_PER_BUCKET * STRATA_DATA_PER_SLOT + BUCKET_BYTES);
+        segs = per_data / seg;
+        index_bytes = (avail - shards * segs * seg) / 4096 * 4096;
+        buckets = index_bytes / (shards * BUCKET_BYTES);
+        index_bytes = round_up(shards * buckets * BUCKET_BYTES, 4096);
+    }
+    if (segs < 2) {
+        *what = "size is too small for that many shards of 2 segments each (lower shards or "
+                "segment_size, or raise size)";
+        return STRATA_EGEOMETRY;
+    }
+    if (buckets < 1 || buckets > UINT32_MAX) {
+        *what = "slots out of range for this size";
+        return STRATA_EGEOMETRY;
+    }
+    if (segs * seg / 8 >= UINT32_MAX || segs > UINT32_MAX) {
+        *what = "a shard's data must stay under 32 GiB (raise shards)";
+        return STRATA_EGEOMETRY;
+    }
+    g->size = size;
+    g->shards = (uint32_t)shards;
+    g->buckets_per_shard = (uint32_t)buckets;
+    g->segments_per_shard = (uint32_t)segs;
+    g->segment_size = (uint32_t)seg;
+    g->slots = shards * buckets * STRATA_SLOTS_PER_BUCKET;
+    g->ctl_offset = HEADER_BYTES;
+    g->index_offset = HEADER_BYTES + ctl_bytes;
+    g->data_offset = g->index_offset + index_bytes;
+    g->data_bytes = shards * segs * seg;
+    g->max_value_size = seg - SEG_HDR - ITEM_HDR;
+    if (g->data_offset + g->data_bytes > size) {
+        *what = "size does not fit the geometry";
+        return STRATA_EGEOMETRY;
+    }
+    return STRATA_OK;
+}
+
+const strata_geometry *strata_geometry_of(const strata_table *t) { return &t->geo; }
+
+/* ------------------------------------------------------------------------------------------ */
+/* Addressing                                                                                 */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef struct keyref {
+    uint64_t hash;
+    uint32_t shard;
+    uint32_t bucket;
+    uint32_t tag;
+} keyref;
+
+static inline keyref locate(const strata_table *t, const void *key, size_t len)
+{
+    keyref k;
+    k.hash = strata_hash64(key, len, t->seed);
+    k.shard = (uint32_t)(k.hash >> 56) & t->shard_mask;
+    k.bucket = (uint32_t)((((k.hash >> 24) & 0xFFFFFFFFu) * t->geo.buckets_per_shard) >> 32);
+    k.tag = (uint32_t)k.hash & TAG_MASK;
+    return k;
+}
+
+static inline struct shard_ctl *ctl_of(const strata_table *t, uint32_t s)
+{
+    return (struct shard_ctl *)(t->base + t->geo.ctl_offset + (size_t)s * CTL_BYTES);
+}
+
+static inline struct bucket *bucket_of(const strata_table *t, uint32_t s, uint32_t b)
+{
+    return (struct bucket *)(t->base + t->geo.index_offset +
+                             ((size_t)s * t->geo.buckets_per_shard + b) * BUCKET_BYTES);
+}
+
+static inline uint8_t *shard_data(const strata_table *t, uint32_t s)
+{
+    return t->base + t->geo.data_offset + (size_t)s * t->shard_data_bytes;
+}
+
+static inline struct seg_hdr *seg_of(const strata_table *t, uint32_t s, uint32_t seg)
+{
+    return (struct seg_hdr *)(shard_data(t, s) + (size_t)seg * t->geo.segment_size);
+}
+
+static inline uint32_t slot_loc(uint64_t w) { return (uint32_t)w; }
+static inline uint32_t slot_tag(uint64_t w) { return (uint32_t)(w >> 32) & TAG_MASK; }
+static inline uint64_t make_slot(uint32_t loc, uint32_t tag) { return loc | ((uint64_t)tag << 32); }
+static inline uint32_t loc_for(uint64_t shard_offset) { return (uint32_t)(shard_offset / 8 + 1); }
+
+/*
+ * The item loc points at, with its header copied to *h and its 8-aligned length to *ext, or NULL
+ * when the header or the whole item would fall outside the shard's data or its segment. Safe on
+ * untrusted, concurrently changing bytes: the header is read once, through atomic loads.
+ */
+static const uint8_t *item_at(const strata_table *t, uint32_t s, uint32_t loc, struct item_hdr *h,
+                              uint64_t *ext)
+{
+    uint64_t off, in_seg, words[3], total;
+    const uint8_t *p;
+
+    if (loc == 0) return NULL;
+    off = (uint64_t)(loc - 1) * 8;
+    in_seg = off % t->geo.segment_size;
+    if (off >= t->shard_data_bytes || in_seg < SEG_HDR || in_seg + ITEM_HDR > t->geo.segment_size)
+        return NULL;
+    p = shard_data(t, s) + off;
+    words[0] = __atomic_load_n((const uint64_t *)p, __ATOMIC_RELAXED);
+    words[1] = __atomic_load_n((const uint64_t *)p + 1, __ATOMIC_RELAXED);
+    words[2] = __atomic_load_n((const uint64_t *)p + 2, __ATOMIC_RELAXED);
+    memcpy(h, words, sizeof *h);
+    if (h->key_len == 0 || h->key_len > STRATA_MAX_KEY) return NULL;
+    total = ITEM_HDR + (uint64_t)h->key_len + h->value_len;
+    if (in_seg + total > t->geo.segment_size) return NULL;
+    *ext = align8(total);
+    return p;
+}
+
+/* Checksum of an item: covers the key (through its seeded hash), header fields and value. */
+static uint32_t item_checksum(uint64_t key_hash, const struct item_hdr *h, const void *value)
+{
+    uint64_t seed = key_hash ^
+                    strata_hash_fold(h->expires_ms ^ STRATA_HK2,
+                                     (((uint64_t)h->value_len << 32) | h->cas) ^ STRATA_HK3) ^
+                    (((uint64_t)h->key_len << 8) | h->flags);
+    uint64_t x = strata_hash64(value, h->value_len, seed);
+    return (uint32_t)(x ^ (x >> 32));
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Seqlock                                                                                    */
+/* ------------------------------------------------------------------------------------------ */
+
+/* Reader: the bucket's seq, waiting a bounded SEQ_SPINS pauses for a writer to leave.
+ * Odd on return means the writer is still inside. */
+static inline uint32_t seq_read_begin(const struct bucket *b)
+{
+    uint32_t seq = __atomic_load_n(&b->seq, __ATOMIC_ACQUIRE);
+    for (int i = 0; (seq & 1u) && i < SEQ_SPINS; i++) {
+        cpu_relax();
+        seq = __atomic_load_n(&b->seq, __ATOMIC_ACQUIRE);
+    }
+    return seq;
+}
+
+/* Reader: nonzero when a writer entered the bucket since seq_read_begin returned seq. */
+static inline int seq_read_changed(const struct bucket *b, uint32_t seq)
+{
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    return __atomic_load_n(&b->seq, __ATOMIC_RELAXED) != seq;
+}
+
+/* Writer (shard lock held). An odd seq left by a dead writer is entered as is. */
+static inline uint32_t seq_write_begin(struct bucket *b)
+{
+    uint32_t seq = __atomic_load_n(&b->seq, __ATOMIC_RELAXED) | 1u;
+    __atomic_store_n(&b->seq, seq, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    return seq;
+}
+
+static inline void seq_write_end(struct bucket *b, uint32_t seq)
+{
+    __atomic_store_n(&b->seq, seq + 1u, __ATOMIC_RELEASE);
+}
+
+static inline uint64_t slot_load(const struct bucket *b, int i)
+{
+    return __atomic_load_n(&b->slot[i], __ATOMIC_RELAXED);
+}
+
+static inline void slot_store(struct bucket *b, int i, uint64_t w)
+{
+    __atomic_store_n(&b->slot[i], w, __ATOMIC_RELAXED);
+}
+
+/* Writer: point slot i at w (0 = empty) inside the bucket's odd window. */
+static void slot_publish(struct bucket *b, int i, uint64_t w)
+{
+    uint32_t seq = seq_write_begin(b);
+    slot_store(b, i, w);
+    seq_write_end(b, seq);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Reader                                                                                     */
+/* ------------------------------------------------------------------------------------------ */
+
+enum read_outcome { READ_MISS, READ_HIT, READ_EXPIRED, READ_BAD };
+
+strata_status strata_get(strata_table *t, const void *key, size_t key_len, const strata_sink *sink,
+                         uint64_t *cas_out)
+{
+    keyref k;
+    struct bucket *b;
+    uint64_t now = 0;
+
+    if (key_len == 0 || key_len > STRATA_MAX_KEY) return STRATA_EINVAL;
+    k = locate(t, key, key_len);
+    b = bucket_of(t, k.shard, k.bucket);
+
+    /* Bound: READ_ATTEMPTS tries of at most 7 slots and one value copy each. */
+    for (int attempt = 0; attempt < READ_ATTEMPTS; attempt++) {
+        enum read_outcome outcome = READ_MISS;
+        struct item_hdr h;
+        uint64_t seen = 0, ext;
+        int at = -1;
+        uint32_t seq = seq_read_begin(b);
+
+        if (seq & 1u) continue;
+        for (int i = 0; i < STRATA_SLOTS_PER_BUCKET; i++) {
+            uint64_t w = slot_load(b, i);
+            const uint8_t *p;
+            void *buf;
+
+            if (slot_loc(w) == 0 || slot_tag(w) != k.tag) continue;
+            p = item_at(t, k.shard, slot_loc(w), &h, &ext);
+            if (p == NULL || h.key_len != key_len || memcmp(p + ITEM_HDR, key, key_len) != 0) continue;
+            seen = w;
+            at = i;
+            if (is_expired(h.expires_ms, &now)) {
+                outcome = READ_EXPIRED;
+                break;
+            }
+            buf = sink->reserve(sink->ctx, h.value_len);
+            if (buf == NULL) return STRATA_ENOMEM;
+            memcpy(buf, p + ITEM_HDR + key_len, h.value_len);
+            outcome = item_checksum(k.hash, &h, buf) == h.checksum ? READ_HIT : READ_BAD;
+            break;
+        }
+        if (seq_read_changed(b, seq)) continue;
+
+        switch (outcome) {
+        case READ_HIT:
+            /* The one shared write a reader makes, and only when the bit is clear. */
+            if (!(seen & SLOT_REF))
+                __atomic_compare_exchange_n(&b->slot[at], &seen, seen | SLOT_REF, 0, __ATOMIC_RELAXED,
+                                            __ATOMIC_RELAXED);
+            if (cas_out) *cas_out = h.cas;
+            COUNT(t, hits);
+            return STRATA_OK;
+        case READ_EXPIRED:
+            COUNT(t, expired);
+            break;
+        case READ_BAD: /* stable but wrong: damaged bytes; a retry would read the same */
+            COUNT(t, torn_reads);
+            break;
+        case READ_MISS:
+            break;
+        }
+        COUNT(t, misses);
+        return STRATA_NOT_FOUND;
+    }
+    COUNT(t, torn_reads);
+    COUNT(t, misses);
+    return STRATA_NOT_FOUND;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Writer internals (the shard lock is held in every function of this section)                */
+/* ------------------------------------------------------------------------------------------ */
+
+/* Forget everything in shard s: every slot cleared inside a seq window (leaving every seq even,
+ * also one a dead writer left odd), every segment unused. O(buckets + segments). Also the
+ * owner-died recovery, so it trusts nothing in the shard. */
+static void shard_drop(strata_table *t, uint32_t s)
+{
+    struct shard_ctl *ctl = ctl_of(t, s);
+
+    /* Bound: buckets_per_shard iterations of 7 stores. */
+    for (uint32_t i = 0; i < t->geo.buckets_per_shard; i++) {
+        struct bucket *b = bucket_of(t, s, i);
+        uint32_t seq = seq_write_begin(b);
+        for (int j = 0; j < STRATA_SLOTS_PER_BUCKET; j++) slot_store(b, j, 0);
+        seq_write_end(b, seq);
+    }
+    /* Bound: segments_per_shard iterations. */
+    for (uint32_t i = 0; i < t->geo.segments_per_shard; i++) seg_of(t, s, i)->fill = 0;
+    ctl->active = 0;
+    if (ctl->next_cas == 0) ctl->next_cas = 1;
+    ctl->drops++;
+}
+
+struct recover_ctx {
+    strata_table *t;
+    uint32_t shard;
+};
+
+/* strata_lock_recover_fn: the previous holder of the shard lock died mid-write. */
+static void shard_recover(void *ctx)
+{
+    struct recover_ctx *rc = ctx;
+    shard_drop(rc->t, rc->shard);
+}
+
+/* The control block and active segment look sane; otherwise the shard is dropped. */
+static void shard_check(strata_table *t, uint32_t s)
+{
+    struct shard_ctl *ctl = ctl_of(t, s);
+    uint32_t fill;
+
+    if (ctl->active >= t->geo.segments_per_shard) {
+        shard_drop(t, s);
+        return;
+    }
+    fill = seg_of(t, s, ctl->active)->fill;
+    if (fill != 0 && (fill < SEG_HDR || fill > t->geo.segment_size || fill % 8 != 0)) shard_drop(t, s);
+}
+
+static uint32_t next_cas(struct shard_ctl *ctl)
+{
+    uint32_t cas = ctl->next_cas++;
+    if (cas == 0) cas = ctl->next_cas++;
+    return cas;
+}
+
+/* Index of the slot in b that points at loc, or -1. */
+static int slot_pointing_at(const struct bucket *b, uint32_t loc)
+{
+    /* Bound: 7 slots. */
+    for (int i = 0; i < STRATA_SLOTS_PER_BUCKET; i++)
+        if (slot_loc(slot_load(b, i)) == loc) return i;
+    return -1;
+}
+
+/* Index of the slot in b holding key, or -1; its header in *h and item in *item. */
+static int slot_find(const strata_table *t, const keyref *k, const struct bucket *b, const void *key,
+                     size_t key_len, struct item_hdr *h, const uint8_t **item)
+{
+    /* Bound: 7 slots, one key compare each. */
+    for (int i = 0; i < STRATA_SLOTS_PER_BUCKET; i++) {
+        uint64_t w = slot_load(b, i), ext;
+        const uint8_t *p;
+        if (slot_loc(w) == 0 || slot_tag(w) != k->tag) continue;
+        p = item_at(t, k->shard, slot_loc(w), h, &ext);
+        if (p && h->key_len == key_len && memcmp(p + ITEM_HDR, key, key_len) == 0) {
+            *item = p;
+            return i;
+        }
+    }
+    return -1;
+}
+
+/*
+ * The slot a new key should take in b: an empty one, else one whose item is gone or expired,
+ * else the one whose item is oldest (distance behind the write head), preferring a clear ref bit.
+ * *evicts is set when the chosen slot holds a live item (counted as an eviction).
+ */
+static int slot_choose(const strata_table *t, uint32_t s, const struct bucket *b, uint64_t *now,
+                       int *evicts)
+{
+    const struct shard_ctl *ctl = ctl_of(t, s);
+    uint64_t seg_size = t->geo.segment_size, nseg = t->geo.segments_per_shard;
+    uint64_t best_score = 0;
+    int best = 0;
+
+    *evicts = 0;
+    /* Bound: 7 slots, one header read each. */
+    for (int i = 0; i < STRATA_SLOTS_PER_BUCKET; i++) {
+        uint64_t w = slot_load(b, i), ext, score;
+        struct item_hdr h;
+        uint64_t off, seg;
+
+        if (slot_loc(w) == 0) return i;
+        if (item_at(t, s, slot_loc(w), &h, &ext) == NULL || is_expired(h.expires_ms, now)) return i;
+        off = (uint64_t)(slot_loc(w) - 1) * 8;
+        seg = off / seg_size;
+        score = ((ctl->active + nseg - seg) % nseg) * seg_size + (seg_size - off % seg_size);
+        if (!(w & SLOT_REF)) score += t->shard_data_bytes;
+        if (score > best_score) {
+            best_score = score;
+            best = i;
+        }
+    }
+    *evicts = 1;
+    return best;
+}
+
+/*
+ * Compact segment seg of shard s in place so that need bytes fit after it: items still indexed,
+ * unexpired and referenced are moved down (ref cleared) while they fit the copy budget; every
+ * other indexed item is unlinked. Returns 0 if the segment's bytes are not a valid item log (the
+ * caller then drops the shard). Bound: fill / 32 iterations, each one key hash, 7 slot reads and
+ * at most one memmove of the item.
+ */
+static int segment_compact(strata_table *t, uint32_t s, uint32_t seg, uint64_t need)
+{
+    struct seg_hdr *sh = seg_of(t, s, seg);
+    uint8_t *base = (uint8_t *)sh;
+    uint64_t seg_off = (uint64_t)seg * t->geo.segment_size;
+    uint64_t fill = sh->fill, budget = t->geo.segment_size - SEG_HDR - need;
+    uint64_t rd = SEG_HDR, wr = SEG_HDR, now = 0;
+
+    if (fill == 0) {
+        sh->fill = SEG_HDR;
+        return 1;
+    }
+    if (fill < SEG_HDR || fill > t->geo.segment_size || fill % 8 != 0) return 0;
+    while (rd < fill) {
+        struct item_hdr h;
+        uint64_t ext;
+        uint32_t loc = loc_for(seg_off + rd);
+        const uint8_t *p = item_at(t, s, loc, &h, &ext);
+        keyref k;
+        struct bucket *b;
+        int i;
+
+        if (p == NULL || rd + ext > fill) return 0;
+        k = locate(t, p + ITEM_HDR, h.key_len);
+        b = bucket_of(t, s, k.bucket);
+        i = k.shard == s ? slot_pointing_at(b, loc) : -1;
+        if (i >= 0) {
+            uint64_t w = slot_load(b, i);
+            if (is_expired(h.expires_ms, &now)) {
+                slot_publish(b, i, 0);
+                COUNT(t, expired);
+            } else if ((w & SLOT_REF) && (wr - SEG_HDR) + ext <= budget) {
+                if (wr != rd) {
+                    uint32_t seq = seq_write_begin(b);
+                    memmove(base + wr, p, ext);
+                    slot_store(b, i, make_slot(loc_for(seg_off + wr), slot_tag(w)));
+                    seq_write_end(b, seq);
+                } else {
+                    __atomic_fetch_and(&b->slot[i], ~SLOT_REF, __ATOMIC_RELAXED);
+                }
+                wr += ext;
+            } else {
+                slot_publish(b, i, 0);
+                COUNT(t, evictions);
+            }
+        }
+        rd += ext;
+    }
+    sh->fill = (uint32_t)wr;
+    return 1;
+}
+
+/* Make room for need bytes in the active segment, rotating to the next one if it is full. */
+static void ensure_space(strata_table *t, uint32_t s, uint64_t need)
+{
+    struct shard_ctl *ctl = ctl_of(t, s);
+    struct seg_hdr *sh = seg_of(t, s, ctl->active);
+    uint32_t next;
+
+    if (sh->fill == 0) sh->fill = SEG_HDR;
+    if (sh->fill + need <= t->geo.segment_size) return;
+    next = (ctl->active + 1) % t->geo.segments_per_shard;
+    if (!segment_compact(t, s, next, need)) {
+        shard_drop(t, s);
+        seg_of(t, s, 0)->fill = SEG_HDR;
+        return;
+    }
+    ctl->active = next;
+    ctl->rotations++;
+}
+
+/* Write an item at the active segment's fill (ensure_space ran) and return its loc. The bytes
+ * are fresh: no slot points there. */
+static uint32_t item_append(strata_table *t, uint32_t s, const keyref *k, const void *key,
+                            size_t key_len, const void *value, size_t value_len, uint64_t expires_ms)
+{
+    struct shard_ctl *ctl = ctl_of(t, s);
+    struct seg_hdr *sh = seg_of(t, s, ctl->active);
+    uint8_t *p = (uint8_t *)sh + sh->fill;
+    uint64_t total = ITEM_HDR + key_len + value_len, ext = align8(total);
+    struct item_hdr h = {0};
+
+    h.value_len = (uint32_t)value_len;
+    h.expires_ms = expires_ms;
+    h.cas = next_cas(ctl);
+    h.key_len = (uint16_t)key_len;
+    h.checksum = item_checksum(k->hash, &h, value);
+    memcpy(p, &h, sizeof h);
+    memcpy(p + ITEM_HDR, key, key_len);
+    memcpy(p + ITEM_HDR + key_len, value, value_len);
+    memset(p + total, 0, ext - total);
+    sh->fill += (uint32_t)ext;
+    return loc_for((uint64_t)ctl->active * t->geo.segment_size + (uint64_t)(p - (uint8_t *)sh));
+}
+
+static uint64_t expiry_for(uint64_t ttl_ms) { return ttl_ms ? now_ms() + ttl_ms : 0; }
+
+/* Parse an ASCII unsigned decimal of 1..20 digits that fits 64 bits. */
+static int parse_u64(const uint8_t *p, size_t len, uint64_t *out)
+{
+    uint64_t v = 0;
+    if (len == 0 || len > 20) return 0;
+    /* Bound: 20 digits. */
+    for (size_t i = 0; i < len; i++) {
+        unsigned d = (unsigned)p[i] - '0';
+        if (d > 9 || v > (UINT64_MAX - d) / 10) return 0;
+        v = v * 10 + d;
+    }
+    *out = v;
+    return 1;
+}
+
+static size_t format_u64(uint64_t v, char buf[20])
+{
+    char tmp[20];
+    size_t n = 0, i;
+    /* Bound: 20 digits, twice. */
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    for (i = 0; i < n; i++) buf[i] = tmp[n - 1 - i];
+    return n;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Writes                                                                                     */
+/* ------------------------------------------------------------------------------------------ */
+
+static strata_status op_store(strata_table *t, const keyref *k, strata_write_req *r)
+{
+    struct bucket *b = bucket_of(t, k->shard, k->bucket);
+    struct item_hdr h;
+    const uint8_t *item;
+    uint64_t now = 0;
+    int i, live, evicts = 0;
+
+    ensure_space(t, k->shard, align8(ITEM_HDR + r->key_len + r->value_len));
+    i = slot_find(t, k, b, r->key, r->key_len, &h, &item);
+    live = i >= 0 && !is_expired(h.expires_ms, &now);
+    if (r->op == STRATA_OP_ADD && live) return STRATA_NOT_STORED;
+    if (r->op == STRATA_OP_CAS && (!live || h.cas != r->cas)) return STRATA_NOT_STORED;
+    if (i < 0) i = slot_choose(t, k->shard, b, &now, &evicts);
+    if (evicts) COUNT(t, evictions);
+    slot_publish(b, i, make_slot(item_append(t, k->shard, k, r->key, r->key_len, r->value, r->value_len,
+                                             expiry_for(r->ttl_ms)),
+                                 k->tag));
+    COUNT(t, sets);
+    return STRATA_OK;
+}
+
+static strata_status op_delete(strata_table *t, const keyref *k, strata_write_req *r)
+{
+    struct bucket *b = bucket_of(t, k->shard, k->bucket);
+    struct item_hdr h;
+    const uint8_t *item;
+    uint64_t now = 0;
+    int i = slot_find(t, k, b, r->key, r->key_len, &h, &item);
+
+    if (i < 0) return STRATA_NOT_FOUND;
+    slot_publish(b, i, 0);
+    if (is_expired(h.expires_ms, &now)) {
+        COUNT(t, expired);
+        return STRATA_NOT_FOUND;
+    }
+    COUNT(t, deletes);
+    return STRATA_OK;
+}
+
+/* memcached semantics: unsigned 64-bit, incr wraps, decr stops at 0, the expiry is kept. */
+static strata_status op_counter(strata_table *t, const keyref *k, strata_write_req *r)
+{
+    struct bucket *b = bucket_of(t, k->shard, k->bucket);
+    struct item_hdr h;
+    const uint8_t *item;
+    uint64_t now = 0, value, expires;
+    char digits[20];
+    size_t n;
+    int i, evicts = 0;
+
+    ensure_space(t, k->shard, align8(ITEM_HDR + r->key_len + sizeof digits));
+    i = slot_find(t, k, b, r->key, r->key_len, &h, &item);
+    if (i < 0 || is_expired(h.expires_ms, &now)) {
+        if (!r->has_initial) return STRATA_NOT_FOUND;
+        value = r->initial;
+        expires = expiry_for(r->ttl_ms);
+    } else {
+        if (!parse_u64(item + ITEM_HDR + h.key_len, h.value_len, &value)) return STRATA_NOT_NUMBER;
+        if (r->op == STRATA_OP_INCR)
+            value += r->amount;
+        else
+            value = value > r->amount ? value - r->amount : 0;
+        expires = h.expires_ms;
+    }
+    if (i < 0) i = slot_choose(t, k->shard, b, &now, &evicts);
+    if (evicts) COUNT(t, evictions);
+    n = format_u64(value, digits);
+    slot_publish(b, i, make_slot(item_append(t, k->shard, k, r->key, r->key_len, digits, n, expires), k->tag));
+    r->result = value;
+    COUNT(t, sets);
+    return STRATA_OK;
+}
+
+/* Take shard s's lock, recovering it if its owner died. */
+static strata_status shard_lock(strata_table *t, uint32_t s, int wait)
+{
+    struct recover_ctx rc = {t, s};
+    int recovered = 0;
+    strata_status st = strata_lock_acquire(&ctl_of(t, s)->lock, wait, t->lock_timeout_ns, shard_recover,
+                                           &rc, &recovered);
+    if (recovered) COUNT(t, owner_died_recoveries);
+    if (st == STRATA_LOCK_TIMEOUT) COUNT(t, lock_timeouts);
+    if (st == STRATA_OK) shard_check(t, s);
+    return st;
+}
+
+strata_status strata_write(strata_table *t, strata_write_req *r, int wait)
+{
+    keyref k;
+    strata_status st;
+
+    if (r->key_len == 0 || r->key_len > STRATA_MAX_KEY) return STRATA_EINVAL;
+    if ((r->op == STRATA_OP_SET || r->op == STRATA_OP_ADD || r->op == STRATA_OP_CAS) &&
+        (uint64_t)r->key_len + r->value_len > t->geo.max_value_size) {
+        COUNT(t, too_large);
+        return STRATA_TOO_LARGE;
+    }
+    k = locate(t, r->key, r->key_len);
+    st = shard_lock(t, k.shard, wait);
+    if (st != STRATA_OK) return st;
+    switch (r->op) {
+    case STRATA_OP_SET:
+    case STRATA_OP_ADD:
+    case STRATA_OP_CAS:
+        st = op_store(t, &k, r);
+        break;
+    case STRATA_OP_DELETE:
+        st = op_delete(t, &k, r);
+        break;
+    case STRATA_OP_INCR:
+    case STRATA_OP_DECR:
+        st = op_counter(t, &k, r);
+        break;
+    default:
+        st = STRATA_EINVAL;
+    }
+    strata_lock_release(&ctl_of(t, k.shard)->lock);
+    return st;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Maintenance: cleanup, clear, keys, stats                                                   */
+/* ------------------------------------------------------------------------------------------ */
+
+strata_status strata_cleanup(strata_table *t, uint64_t *removed)
+{
+    strata_status result = STRATA_OK;
+    uint64_t count = 0, now = now_ms();
+
+    /* Bound: shards x buckets_per_shard x 7 slots, one header read each. */
+    for (uint32_t s = 0; s < t->geo.shards; s++) {
+        strata_status st = shard_lock(t, s, 1);
+        if (st != STRATA_OK) {
+            result = st;
+            continue;
+        }
+        for (uint32_t i = 0; i < t->geo.buckets_per_shard; i++) {
+            struct bucket *b = bucket_of(t, s, i);
+            for (int j = 0; j < STRATA_SLOTS_PER_BUCKET; j++) {
+                uint64_t w = slot_load(b, j), ext;
+                struct item_hdr h;
+                if (slot_loc(w) == 0) continue;
+                if (item_at(t, s, slot_loc(w), &h, &ext) == NULL) {
+                    slot_publish(b, j, 0); /* points at nothing valid */
+                } else if (is_expired(h.expires_ms, &now)) {
+                    slot_publish(b, j, 0);
+                    count++;
+                }
+            }
+        }
+        strata_lock_release(&ctl_of(t, s)->lock);
+    }
+    count_add(&t->proc->c.expired, count);
+    if (removed) *removed = count;
+    return result;
+}
+
+strata_status strata_clear(strata_table *t)
+{
+    strata_status result = STRATA_OK;
+    /* Bound: shards iterations of one shard_drop. */
+    for (uint32_t s = 0; s < t->geo.shards; s++) {
+        strata_status st = shard_lock(t, s, 1);
+        if (st != STRATA_OK) {
+            result = st;
+            continue;
+        }
+        shard_drop(t, s);
+        strata_lock_release(&ctl_of(t, s)->lock);
+    }
+    return result;
+}
+
+void strata_keys(strata_table *t, void (*each)(void *ctx, const void *key, size_t len), void *ctx)
+{
+    uint8_t keys[STRATA_SLOTS_PER_BUCKET][STRATA_MAX_KEY];
+    size_t lens[STRATA_SLOTS_PER_BUCKET];
+    uint64_t now = now_ms();
+
+    /* Bound: shards x buckets x READ_ATTEMPTS x 7 slots; a bucket that keeps changing is
+     * skipped after READ_ATTEMPTS tries. */
+    for (uint32_t s = 0; s < t->geo.shards; s++) {
+        for (uint32_t i = 0; i < t->geo.buckets_per_shard; i++) {
+            const struct bucket *b = bucket_of(t, s, i);
+            for (int attempt = 0; attempt < READ_ATTEMPTS; attempt++) {
+                uint32_t seq = seq_read_begin(b);
+                int n = 0;
+                if (seq & 1u) continue;
+                for (int j = 0; j < STRATA_SLOTS_PER_BUCKET; j++) {
+                    uint64_t w = slot_load(b, j), ext;
+                    struct item_hdr h;
+                    const uint8_t *p = item_at(t, s, slot_loc(w), &h, &ext);
+                    if (p == NULL || is_expired(h.expires_ms, &now)) continue;
+                    memcpy(keys[n], p + ITEM_HDR, h.key_len);
+                    lens[n++] = h.key_len;
+                }
+                if (seq_read_changed(b, seq)) continue;
+                for (int j = 0; j < n; j++) each(ctx, keys[j], lens[j]);
+                break;
+            }
+        }
+    }
+}
+
+/* The counters of this process. In a forked child the page reads as zeros (MADV_WIPEONFORK,
+ * pid 0): its counts since the fork are kept. Where the kernel can't wipe, the parent's pid is
+ * still there and the counters restart at the child's first stats call. */
+static strata_counters *counters_of(strata_table *t)
+{
+    pid_t pid = getpid();
+    if (t->proc->pid != pid) {
+        if (t->proc->pid != 0) memset(&t->proc->c, 0, sizeof t->proc->c);
+        t->proc->pid = pid;
+    }
+    return &t->proc->c;
+}
+
+void strata_stats_get(strata_table *t, strata_stats *out)
+{
+    uint64_t now = now_ms(), entries = 0;
+
+    out->counters = *counters_of(t);
+    out->geometry = t->geo;
+    /* Bound: every slot once, one header read each. Approximate under concurrent writes. */
+    for (uint32_t s = 0; s < t->geo.shards; s++) {
+        for (uint32_t i = 0; i < t->geo.buckets_per_shard; i++) {
+            const struct bucket *b = bucket_of(t, s, i);
+            for (int j = 0; j < STRATA_SLOTS_PER_BUCKET; j++) {
+                uint64_t w = slot_load(b, j), ext;
+                struct item_hdr h;
+                if (item_at(t, s, slot_loc(w), &h, &ext) && !is_expired(h.expires_ms, &now)) entries++;
+            }
+        }
+    }
+    out->entries = entries;
+}
+
+uint32_t strata_shard_for(const strata_table *t, const void *key, size_t key_len)
+{
+    return locate(t, key, key_len).shard;
+}
+
+strata_status strata_lock_shard(strata_table *t, uint32_t shard, int wait)
+{
+    strata_status st;
+    if (shard >= t->geo.shards) return STRATA_EINVAL;
+    st = shard_lock(t, shard, wait);
+    if (st == STRATA_OK) __atomic_add_fetch(&t->held_locks, 1, __ATOMIC_RELAXED);
+    return st;
+}
+
+strata_status strata_unlock_shard(strata_table *t, uint32_t shard)
+{
+    strata_status st;
+    if (shard >= t->geo.shards) return STRATA_EINVAL;
+    st = strata_lock_release(&ctl_of(t, shard)->lock);
+    if (st == STRATA_OK) __atomic_sub_fetch(&t->held_locks, 1, __ATOMIC_RELAXED);
+    return st;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Open, build, validate, close                                                               */
+/* ------------------------------------------------------------------------------------------ */
+
+static uint64_t header_check(const struct file_header *h)
+{
+    struct file_header copy = *h;
+    copy.state = 0;
+    copy.check = 0;
+    return strata_hash64(&copy, sizeof copy, MAGIC);
+}
+
+/* Why an existing file can't be used as is, or NULL if it can. Reads with pread: nothing is
+ * mapped before the size is known to be right (mapping past EOF would SIGBUS). */
+static const char *file_validate(int fd, const struct stat *st, const strata_geometry *g)
+{
+    struct file_header h;
+
+    if ((uint64_t)st->st_size < HEADER_BYTES) return "file is truncated";
+    if (pread(fd, &h, sizeof h, 0) != (ssize_t)sizeof h) return "file header is unreadable";
+    if (h.magic != MAGIC) return "wrong magic number";
+    if (h.version != LAYOUT_VERSION) return "foreign layout version";
+    if (h.fingerprint != layout_fingerprint()) return "struct-size fingerprint differs (another build)";
+    if (h.state != STATE_READY) return "initialisation never completed";
+    if (h.check != header_check(&h)) return "header checksum mismatch";
+    if (h.file_size != (uint64_t)st->st_size) return "file is truncated or extended";
+    if (h.file_size != g->size || h.shards != g->shards || h.buckets_per_shard != g->buckets_per_shard ||
+        h.segments_per_shard != g->segments_per_shard || h.segment_size != g->segment_size ||
+        h.ctl_offset != g->ctl_offset || h.index_offset != g->index_offset ||
+        h.data_offset != g->data_offset)
+        return "geometry differs from the one requested";
+    return NULL;
+}
+
+/* Size, map and initialise a new file on fd, then mark it READY. *base gets the mapping. */
+static strata_status file_build(int fd, const strata_geometry *g, uint8_t **base, int *err)
+{
+    struct file_header *h;
+    uint8_t *p;
+    int rc;
+
+    if (ftruncate(fd, 0) != 0) goto sys_fail;
+    rc = posix_fallocate(fd, 0, (off_t)g->size);
+    if (rc == ENOSPC) return STRATA_ENOSPC;
+    if (rc != 0 && ftruncate(fd, (off_t)g->size) != 0) goto sys_fail;
+    p = mmap(NULL, g->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) goto sys_fail;
+
+    h = (struct file_header *)p;
+    h->magic = MAGIC;
+    h->version = LAYOUT_VERSION;
+    h->state = STATE_INITIALIZING;
+    h->fingerprint = layout_fingerprint();
+    h->file_size = g->size;
+    h->shards = g->shards;
+    h->buckets_per_shard = g->buckets_per_shard;
+    h->segments_per_shard = g->segments_per_shard;
+    h->segment_size = g->segment_size;
+    h->ctl_offset = g->ctl_offset;
+    h->index_offset = g->index_offset;
+    h->data_offset = g->data_offset;
+    h->seed = random_u64();
+    h->creator_uid = (uint32_t)geteuid();
+    h->creator_pid = (uint32_t)getpid();
+    h->created_ms = now_ms();
+    /* Bound: shards iterations. The index and segments are zero already (fresh space). */
+    for (uint32_t s = 0; s < g->shards; s++) {
+        struct shard_ctl *ctl = (struct shard_ctl *)(p + g->ctl_offset + (size_t)s * CTL_BYTES);
+        if (strata_lock_init(&ctl->lock, err) != STRATA_OK) {
+            munmap(p, g->size);
+            return STRATA_ELOCK;
+        }
+        ctl->active = 0;
+        ctl->next_cas = (uint32_t)random_u64() | 1u; /* tokens from an older file won't match */
+    }
+    h->check = header_check(h);
+    __atomic_store_n(&h->state, STATE_READY, __ATOMIC_RELEASE);
+    *base = p;
+    return STRATA_OK;
+
+sys_fail:
+    if (err) *err = errno;
+    return STRATA_EIO;
+}
+
+/* Build a fresh file next to path and rename it over path. Processes mapping the old file keep
+ * their mapping of the old inode. */
+static strata_status file_rebuild(const char *path, const strata_geometry *g, uint8_t **base, int *err)
+{
+    size_t len = strlen(path);
+    char *tmp = malloc(len + 40);
+    strata_status st;
+    int fd;
+
+    if (tmp == NULL) return STRATA_ENOMEM;
+    memcpy(tmp, path, len);
+    snprintf(tmp + len, 40, ".tmp-%ld-%08x", (long)getpid(), (unsigned)random_u64());
+    fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        if (err) *err = errno;
+        free(tmp);
+        return STRATA_EIO;
+    }
+    st = file_build(fd, g, base, err);
+    if (st == STRATA_OK && rename(tmp, path) != 0) {
+        if (err) *err = errno;
+        munmap(*base, g->size);
+        st = STRATA_EIO;
+    }
+    if (st != STRATA_OK) unlink(tmp);
+    close(fd);
+    free(tmp);
+    return st;
+}
+
+/*
+ * Remove "<path>.tmp-*" files left by rebuilders that were killed before their rename. Called
+ * with the flock of the file currently at path held: only that holder ever builds a temporary
+ * file for path, so every one found now is stale. Bound: one pass over the directory.
+ */
+static void file_sweep_temporaries(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    size_t dir_len = slash ? (size_t)(slash - path) : 0;
+    const char *base = slash ? slash + 1 : path;
+    size_t base_len = strlen(base);
+    char *dir = malloc(dir_len + 2);
+    DIR *d;
+    struct dirent *e;
+
+    if (dir == NULL) return;
+    if (slash == NULL) {
+        strcpy(dir, ".");
+    } else if (dir_len == 0) {
+        strcpy(dir, "/");
+    } else {
+        memcpy(dir, path, dir_len);
+        dir[dir_len] = 0;
+    }
+    d = opendir(dir);
+    if (d != NULL) {
+        while ((e = readdir(d)) != NULL) {
+            if (strncmp(e->d_name, base, base_len) == 0 && strncmp(e->d_name + base_len, ".tmp-", 5) == 0)
+                unlinkat(dirfd(d), e->d_name, 0);
+        }
+        closedir(d);
+    }
+    free(dir);
+}
+
+static strata_status file_check_safe(const struct stat *st)
+{
+    if (!S_ISREG(st->st_mode) || st->st_uid != geteuid() || (st->st_mode & 022) != 0) return STRATA_EUNSAFE;
+    return STRATA_OK;
+}
+
+static uint64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* flock with a bounded wait, polling so a stopped builder can't hang us forever. */
+static strata_status file_lock(int fd, int *err)
+{
+    struct timespec nap = {0, 1000000};
+    uint64_t deadline = mono_ms() + FLOCK_WAIT_MS;
+    /* Bound: FLOCK_WAIT_MS of 1 ms naps. */
+    for (;;) {
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0) return STRATA_OK;
+        if (errno != EWOULDBLOCK && errno != EINTR) {
+            if (err) *err = errno;
+            return STRATA_EIO;
+        }
+        if (mono_ms() >= deadline) return STRATA_EFLOCK;
+        nanosleep(&nap, NULL);
+    }
+}
+
+static strata_table *table_new(uint8_t *base, const strata_geometry *g, uint64_t lock_timeout_ns)
+{
+    const struct file_header *h = (const struct file_header *)base;
+    strata_table *t = calloc(1, sizeof *t);
+    void *page;
+
+    if (t == NULL) return NULL;
+    page = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (page == MAP_FAILED) {
+        free(t);
+        return NULL;
+    }
+#ifdef MADV_WIPEONFORK
+    madvise(page, 4096, MADV_WIPEONFORK); /* older kernels: counters_of's pid check resets them */
+#endif
+    t->proc = page;
+    t->proc->pid = getpid();
+    t->base = base;
+    t->map_len = g->size;
+    t->geo = *g;
+    t->seed = h->seed;
+    t->shard_data_bytes = (uint64_t)g->segments_per_shard * g->segment_size;
+    t->shard_mask = g->shards - 1;
+    t->lock_timeout_ns = lock_timeout_ns;
+    return t;
+}
+
+strata_status strata_open(const char *path, const strata_options *opts, strata_table **out,
+                          const char **rebuilt_reason, int *sys_errno)
+{
+    strata_geometry g;
+    const char *what;
+    strata_status st = strata_geometry_resolve(opts, &g, &what);
+
+    *out = NULL;
+    if (rebuilt_reason) *rebuilt_reason = NULL;
+    if (st != STRATA_OK) return st;
+
+    /* Bound: OPEN_ATTEMPTS; we retry only when another process renamed a new file over path
+     * while we waited for the flock of the old one. */
+    for (int attempt = 0; attempt < OPEN_ATTEMPTS; attempt++) {
+        struct stat fst, pst;
+        uint8_t *base = NULL;
+        const char *reason = NULL;
+        int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0600);
+
+        if (fd < 0) {
+            if (errno == ELOOP) return STRATA_EUNSAFE;
+            if (sys_errno) *sys_errno = errno;
+            return STRATA_EIO;
+        }
+        if (fstat(fd, &fst) != 0) {
+            if (sys_errno) *sys_errno = errno;
+            close(fd);
+            return STRATA_EIO;
+        }
+        st = file_check_safe(&fst);
+        if (st == STRATA_OK) st = file_lock(fd, sys_errno);
+        if (st != STRATA_OK) {
+            close(fd);
+            return st;
+        }
+        if (lstat(path, &pst) != 0 || pst.st_ino != fst.st_ino || pst.st_dev != fst.st_dev) {
+            close(fd); /* replaced while we waited: open the new one */
+            continue;
+        }
+        if (fstat(fd, &fst) != 0) {
+            if (sys_errno) *sys_errno = errno;
+            close(fd);
+            return STRATA_EIO;
+        }
+        file_sweep_temporaries(path);
+        if (fst.st_size == 0) {
+            st = file_build(fd, &g, &base, sys_errno); /* brand new: build in place */
+        } else if ((reason = file_validate(fd, &fst, &g)) != NULL) {
+            st = file_rebuild(path, &g, &base, sys_errno);
+        } else {
+            base = mmap(NULL, g.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+            if (base == MAP_FAILED) {
+                if (sys_errno) *sys_errno = errno;
+                st = STRATA_EIO;
+            }
+        }
+        /* Unlock explicitly: the mapping holds the open file, so close alone would not. */
+        flock(fd, LOCK_UN);
+        close(fd);
+        if (st != STRATA_OK) return st;
+        *out = table_new(base, &g, opts->lock_timeout_ns);
+        if (*out == NULL) {
+            munmap(base, g.size);
+            return STRATA_ENOMEM;
+        }
+        if (rebuilt_reason) *rebuilt_reason = reason;
+        return STRATA_OK;
+    }
+    return STRATA_EFLOCK;
+}
+
+void strata_close(strata_table *t)
+{
+    if (t == NULL) return;
+    /* A held lock is on this thread's robust list by its address in the mapping; unmapping it
+     * would stop the kernel from marking it owner-dead when the thread exits, and the shard
+     * would stay locked for good. Such a mapping is left in place. */
+    if (__atomic_load_n(&t->held_locks, __ATOMIC_RELAXED) == 0) munmap(t->base, t->map_len);
+    munmap(t->proc, 4096);
+    free(t);
+}

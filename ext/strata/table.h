@@ -1,0 +1,347 @@
+/*
+ * table.h - Strata's L1: a hash table in one memory-mapped file, shared by every process of an
+ * app on one host. This header is the contract; table.c implements it, lock.c holds the mutex.
+ *
+ * CONCURRENCY MODEL
+ *   The table is split into N shards. Each shard has one writer lock (a robust, process-shared
+ *   mutex in the file); any thread of any process may write a shard while holding its lock, and
+ *   writers of different shards never block each other. Readers take no lock and never block
+ *   anyone: they validate what they read with a per-bucket sequence counter (a seqlock) and a
+ *   per-item checksum, retry a bounded number of times, and report a miss rather than return
+ *   bytes they could not validate. The only thing a reader writes is a reference bit in an index
+ *   slot, and only when it is clear. A writer that dies holding a lock costs its shard's contents:
+ *   the next writer of that shard drops the shard and carries on.
+ *
+ * FILE LAYOUT (all integers in the CPU's byte order, which the fingerprint records)
+ *
+ *   offset 0            file header, one 4096-byte page (struct file_header in table.c):
+ *                         u64 magic "STRATAL1"      u32 layout version   u32 state
+ *                         u64 fingerprint           u64 file size
+ *                         u32 shards                u32 buckets per shard
+ *                         u32 segments per shard    u32 segment size
+ *                         u64 ctl offset            u64 index offset     u64 data offset
+ *                         u64 hash seed             u32 creator uid      u32 creator pid
+ *                         u64 created at (unix ms)  u64 header check (hash of everything above)
+ *                       state is INITIALIZING (1) while the builder fills the file and READY (2)
+ *                       after; nothing else is ever written to the header after READY.
+ *   ctl offset = 4096   shards x 128-byte shard control blocks, rounded up to 4096:
+ *                         pthread_mutex_t lock; u32 active segment; u32 next cas;
+ *                         u64 drops (times the shard was dropped); u64 rotations
+ *   index offset        shards x buckets-per-shard buckets of 64 bytes (one cache line), shard 0
+ *                       first, rounded up to 4096:
+ *                         u32 seq; u32 unused; u64 slot[7]
+ *                       slot = loc (low 32 bits) | tag (bits 32..62) | ref (bit 63)
+ *                       loc = item offset within its shard's data / 8 + 1; 0 = empty slot
+ *                       tag = 31 bits of the key hash not used to pick shard and bucket
+ *   data offset         shards x segments-per-shard segments of segment-size bytes, shard 0
+ *                       first. A segment is a 16-byte header (u32 fill = bytes used including
+ *                       the header, 0 = never used; 12 bytes unused) followed by items, 8-byte
+ *                       aligned, written like a log:
+ *                         u32 value_len  u32 checksum  u64 expires_at_ms (unix ms, 0 = never)
+ *                         u32 cas        u16 key_len   u8 flags (0)       u8 unused
+ *                         key bytes, value bytes, zero padding to 8
+ *                       checksum = low 32 bits of a hash over the key hash, the header fields
+ *                       (except checksum) and the value.
+ *
+ *   From a 64-bit key hash h: shard = bits 56..63 masked to the shard count, bucket = bits
+ *   24..55 scaled onto the bucket count, tag = bits 0..30.
+ *
+ * SHARED STRUCTS: LAYOUT (above), GUARD, WHAT A READER MAY SEE STALE, HOLDER DEATH
+ *   file header
+ *     guard:  written once by the builder, which holds flock(2) on the file and has not yet
+ *             published it (state INITIALIZING); read-only once READY.
+ *     stale:  nothing; it never changes after READY. Validated field by field at open (and by
+ *             the header check hash); any mismatch rebuilds the file.
+ *     death:  a builder that dies leaves state INITIALIZING; the next opener rebuilds.
+ *   shard control block
+ *     guard:  the mutex itself; every other field is read and written only by the holder.
+ *     stale:  readers never look at it.
+ *     death:  fields may be half updated; the recovering writer resets all of them (shard
+ *             drop). active and the active segment's fill are also sanity-checked every time
+ *             the lock is taken, so a garbled block drops the shard rather than misdirect writes.
+ *   bucket (seq + 7 slots)
+ *     guard:  the shard mutex, with the seqlock protocol: seq made odd, slots (and any item
+ *             bytes they point to) changed, seq made even with a release store.
+ *     stale:  a reader loads seq (acquire), reads slots and item, re-checks seq after an
+ *             acquire fence; odd or changed means retry (at most 4 times, then a miss). The
+ *             ref bit is set by readers with a compare-and-swap against the exact slot value
+ *             they validated, so it lands on that slot value or nowhere; a lost ref bit only
+ *             makes an item an eviction candidate one round early.
+ *     death:  a writer that dies inside the window leaves seq odd; readers of that bucket miss
+ *             until the next writer of the shard drops it, which leaves every seq even.
+ *   segment and items
+ *     guard:  the shard mutex. Bytes a slot points to are never changed while it points there,
+ *             except inside that slot's bucket's odd-seq window (compaction moving an item).
+ *             The segment header (fill) is read only by writers.
+ *     stale:  a reader may copy bytes a writer is reusing; it then fails the seq re-check or
+ *             the checksum (computed on its private copy). Every loc and length is bounds-
+ *             checked against the shard's data and the item's segment before use, and the full
+ *             key is compared. (These copies race with writers in the C11 sense, as any
+ *             seqlock's do; the header words are read with atomic loads, the rest is only
+ *             trusted after validation.)
+ *     death:  half-written items are not yet published (no slot points at them); a half-done
+ *             compaction is discarded with the whole shard by the recovering writer.
+ *
+ * EVICTION AND SIZING
+ *   A shard's segments form a ring. Writes append to the active segment. When an item does not
+ *   fit, the next segment (the oldest) is compacted in place and becomes the active one: every
+ *   item in it that is still indexed, unexpired and has its ref bit set is kept (moved down, ref
+ *   cleared), up to a copy budget that leaves room for the new item; everything else is unlinked.
+ *   That is CLOCK with a second chance at segment granularity: O(segment) work per rotation, O(1)
+ *   amortised per write. When a bucket's 7 slots are full, the new key takes the slot of the
+ *   oldest item, preferring items with the ref bit clear. A full table evicts; it never refuses.
+ *   Because a key may only live in its one bucket, a table whose slots are half used already
+ *   displaces about 1% of new keys' neighbours this way, about 5% at 70% (measured).
+ *
+ *   Defaults (strata_geometry_resolve): shards = 16, halved while a shard would get under 512 KiB.
+ *   segment size = size / (shards * 16) rounded down to a power of two, clamped to 64 KiB..4 MiB.
+ *   After the header and control blocks, whole segments get 7*96/(7*96 + 64) = 91.3% of the
+ *   space (rounded down to whole segments) and the index gets the rest, which is at least one
+ *   slot per STRATA_DATA_PER_SLOT (96) data bytes. slots: overrides that, rounded up to whole
+ *   buckets per shard.
+ *   Metadata per entry = 24-byte item header + (64/7 = 9.14 index bytes per slot) / load, plus
+ *   under 8 bytes of alignment padding; 48 bytes or less at any load >= 0.38. An entry of a
+ *   30-byte value under a 40-byte key takes exactly 96 data bytes. Example, 64 MiB with defaults:
+ *   16 shards x 14 segments of 256 KiB (87.5% of the file), 916,608 slots (12.5%); full of such
+ *   entries it holds 611,669 of them at load 0.67: 24 + 9.14/0.67 = 37.7 bytes of metadata each.
+ *   max value size = segment size - 16 - 24 (key + value bytes): an item never spans segments.
+ *
+ * DEVIATIONS FROM DESIGN.md section 5 AND THE BRIEF
+ *   - The CLOCK ref bit is in the index slot, not the item header. A reader that set a byte in
+ *     an item could race with compaction moving another item over those bytes and corrupt it;
+ *     a CAS on the slot cannot land anywhere but the slot value the reader validated.
+ *   - A slot is one 64-bit word (loc and tag together) so a reader never sees a loc from one
+ *     write and a tag from another.
+ *   - No clean-shutdown flag: processes come and go while the file lives on, so a crash is
+ *     repaired per shard through the robust mutex instead of by rebuilding the whole file. The
+ *     header's state (INITIALIZING/READY) covers a build that never finished.
+ *   - Statistics live in a private per-handle page (MADV_WIPEONFORK, so a forked child starts
+ *     at zero with no pid check on the hot path), not in the mapping. A host-wide view would sum
+ *     processes; nobody needs it yet.
+ *
+ * CAVEATS (each with its remedy)
+ *   fork: a child keeps using the mapping and the handle; its statistics start at zero. A lock
+ *     held by another thread of the parent at fork is still held by that thread in the parent,
+ *     so the child just waits for it like any other process. Remedy: nothing to do.
+ *   /dev/shm size in containers: Docker gives /dev/shm 64 MiB by default. The file's space is
+ *     reserved with posix_fallocate at build time, so a table that does not fit fails to open
+ *     (STRATA_ENOSPC) instead of dying with SIGBUS later. Remedy: --shm-size, or a path on
+ *     another tmpfs ($XDG_RUNTIME_DIR).
+ *   crashes: a process killed mid-write leaves its shard's lock owner-dead; the next writer of
+ *     that shard drops the shard (its entries become misses) and repairs the lock. A crash while
+ *     building the file leaves state INITIALIZING; the next opener rebuilds it. A rebuilder
+ *     killed before its rename leaves "<path>.tmp-<pid>-<hex>"; the next opener removes it. A
+ *     reboot empties tmpfs; a file on disk survives and is validated like any other.
+ *   rebuild: a rebuilt file replaces the old one by rename(2); processes that still map the old
+ *     file keep working on it (no SIGBUS) but no longer share with new openers. Remedy: restart
+ *     or reopen those processes; rebuilds happen only on corruption or a geometry change.
+ *   the same file opened twice in one process: works (two mappings of one file), but the lock of
+ *     a shard is per thread, so a thread that holds a shard through one handle (the test hook
+ *     strata_lock_shard) gets STRATA_LOCK_TIMEOUT from the other. A lock held through the test
+ *     hook when its handle is closed stays held until the thread exits; strata_close then leaves
+ *     the mapping in place, because the kernel finds a dead owner's robust locks through their
+ *     mapped addresses.
+ *   SIGSTOPped holder: a writer stopped while holding a shard lock blocks that shard's writers;
+ *     each of them gives up after lock_timeout (STRATA_LOCK_TIMEOUT). Readers are unaffected.
+ *     Remedy: SIGCONT or kill it; a killed holder is recovered as above. Never forced.
+ *   files written by others: a file owned by another uid, writable by group or others, a symlink
+ *     or not a regular file is refused (STRATA_EUNSAFE), never rebuilt. Random damage to the
+ *     index or data makes reads miss, never crash (test/c: corruption_fuzz). The checksum is not
+ *     a MAC: a process that can write the file can plant values, and truncating the file under
+ *     a running process would SIGBUS it; hence the file must be private to the app's uid.
+ *     Damage to a shard's mutex bytes can make that shard's writes time out until a rebuild.
+ *     Remedy: keep the directory 0700 (default_path's is).
+ *   processes that disagree on geometry: each opener that asks for another size or geometry
+ *     rebuilds the file, and the others keep mapping the old one. Remedy: one configuration per
+ *     path; the rebuild warning names the path.
+ *
+ * THREADS
+ *   A handle may be used by several threads at once, except strata_close, which must run when no
+ *   other call on the handle is in progress. Statistics counters are per handle and updated
+ *   without a locked instruction: concurrent threads may lose an increment.
+ */
+#ifndef STRATA_TABLE_H
+#define STRATA_TABLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Status codes of every strata_ function. strata_strerror gives a message. */
+typedef enum strata_status {
+    STRATA_OK = 0,
+    STRATA_NOT_FOUND,    /* no live entry under the key */
+    STRATA_NOT_STORED,   /* add: a live entry exists; cas: entry absent or changed */
+    STRATA_BUSY,         /* lock held by someone else and the call was told not to wait */
+    STRATA_LOCK_TIMEOUT, /* shard lock not taken within lock_timeout */
+    STRATA_TOO_LARGE,    /* key + value larger than max_value_size; nothing written */
+    STRATA_NOT_NUMBER,   /* incr/decr on a value that is not an unsigned decimal */
+    STRATA_EINVAL,       /* bad argument: key length, option value */
+    STRATA_EGEOMETRY,    /* the size is too small (or too large) for the requested geometry */
+    STRATA_EUNSAFE,      /* file owned by another uid, group/other-writable, symlink, not regular */
+    STRATA_EIO,          /* a system call failed; the errno is reported alongside */
+    STRATA_ENOSPC,       /* the file's space could not be reserved (tmpfs full) */
+    STRATA_EFLOCK,       /* timed out waiting for another process building the file */
+    STRATA_ELOCK,        /* a shard mutex is unusable (not recoverable) */
+    STRATA_ENOMEM,       /* out of memory */
+    STRATA_STATUS_COUNT
+} strata_status;
+
+/* A static message for status; never NULL. */
+const char *strata_strerror(strata_status status);
+
+/* Limits. */
+#define STRATA_MAX_KEY 250
+#define STRATA_MIN_SIZE (1u << 20)
+#define STRATA_MAX_SHARDS 256
+#define STRATA_MIN_SEGMENT 4096u
+#define STRATA_MAX_SEGMENT (64u << 20)
+#define STRATA_SLOTS_PER_BUCKET 7
+#define STRATA_DATA_PER_SLOT 96
+
+typedef struct strata_table strata_table; /* one open file in one process; opaque */
+
+/* What the caller asks for. Zero means "default" for shards, segment_size and slots. */
+typedef struct strata_options {
+    uint64_t size;            /* file bytes, >= STRATA_MIN_SIZE */
+    uint32_t shards;          /* power of two, 1..STRATA_MAX_SHARDS */
+    uint32_t segment_size;    /* multiple of 4096, STRATA_MIN_SEGMENT..STRATA_MAX_SEGMENT */
+    uint64_t slots;           /* index slots in total, rounded up to whole buckets */
+    uint64_t lock_timeout_ns; /* how long a writer waits for a shard lock; 0 = try once */
+} strata_options;
+
+/* The resolved geometry of a table. */
+typedef struct strata_geometry {
+    uint64_t size;
+    uint32_t shards;
+    uint32_t buckets_per_shard;
+    uint32_t segments_per_shard;
+    uint32_t segment_size;
+    uint64_t slots;          /* shards * buckets_per_shard * 7 */
+    uint64_t ctl_offset;
+    uint64_t index_offset;
+    uint64_t data_offset;
+    uint64_t data_bytes;     /* shards * segments_per_shard * segment_size */
+    uint64_t max_value_size; /* largest key_len + value_len that fits */
+} strata_geometry;
+
+/* Per-handle counters; see strata_stats. */
+typedef struct strata_counters {
+    uint64_t hits, misses, sets, deletes, evictions, expired, lock_timeouts, too_large,
+        owner_died_recoveries, torn_reads;
+} strata_counters;
+
+typedef struct strata_stats {
+    strata_counters counters;
+    strata_geometry geometry;
+    uint64_t entries; /* live, unexpired entries, counted by a lock-free scan */
+} strata_stats;
+
+/*
+ * Resolve opts into a geometry without touching any file. Returns STRATA_OK, STRATA_EINVAL (an
+ * option out of range; *what names it) or STRATA_EGEOMETRY (size too small for the shards and
+ * segments asked for; *what says so). *what is a static string.
+ */
+strata_status strata_geometry_resolve(const strata_options *opts, strata_geometry *out,
+                                      const char **what);
+
+/*
+ * Open or build the table file at path (its directory must exist).
+ * Concurrent openers serialise on flock(2) while one builds or validates. A file that fails
+ * validation (size, magic, version, fingerprint, geometry, unfinished build) is rebuilt into a
+ * new file renamed over path, and *rebuilt_reason is set to a static string saying why (NULL
+ * when nothing was rebuilt; a brand-new empty file is not a rebuild).
+ * Returns STRATA_OK, STRATA_EINVAL/STRATA_EGEOMETRY (options), STRATA_EUNSAFE (file refused),
+ * STRATA_EIO (*sys_errno set), STRATA_ENOSPC, STRATA_EFLOCK, STRATA_ELOCK, STRATA_ENOMEM.
+ * Blocking: may sleep up to a few seconds waiting for another builder. Call without locks held.
+ */
+strata_status strata_open(const char *path, const strata_options *opts, strata_table **out,
+                          const char **rebuilt_reason, int *sys_errno);
+
+/* Unmap and free. NULL is allowed. A handle with a lock still held through strata_lock_shard
+ * keeps its mapping (see Caveats). */
+void strata_close(strata_table *t);
+
+/*
+ * Where strata_get copies a value: reserve(ctx, len) returns a buffer of len bytes, or NULL
+ * (then strata_get returns STRATA_ENOMEM). It may be called more than once per get (retries);
+ * only the last buffer holds the value. It runs with no lock held and may allocate.
+ */
+typedef struct strata_sink {
+    void *(*reserve)(void *ctx, size_t len);
+    void *ctx;
+} strata_sink;
+
+/*
+ * Look up key (1..STRATA_MAX_KEY bytes). Lock-free. On STRATA_OK the value was copied through
+ * sink and *cas_out (if not NULL) holds the entry's cas token.
+ * Returns STRATA_OK, STRATA_NOT_FOUND (also for an entry that could not be read consistently in
+ * 4 attempts, counted as torn_reads), STRATA_EINVAL, STRATA_ENOMEM.
+ */
+strata_status strata_get(strata_table *t, const void *key, size_t key_len, const strata_sink *sink,
+                         uint64_t *cas_out);
+
+/* One write; see strata_write. */
+typedef enum strata_op {
+    STRATA_OP_SET,
+    STRATA_OP_ADD,
+    STRATA_OP_CAS,
+    STRATA_OP_DELETE,
+    STRATA_OP_INCR,
+    STRATA_OP_DECR
+} strata_op;
+
+typedef struct strata_write_req {
+    strata_op op;
+    const void *key;
+    size_t key_len;
+    const void *value; /* SET, ADD, CAS */
+    size_t value_len;
+    uint64_t ttl_ms;   /* 0 = never expires; for INCR/DECR only used when storing initial */
+    uint64_t cas;      /* CAS: the token from strata_get */
+    uint64_t amount;   /* INCR/DECR */
+    uint64_t initial;  /* INCR/DECR: stored when absent and has_initial */
+    int has_initial;
+    uint64_t result;   /* out, INCR/DECR: the new value */
+} strata_write_req;
+
+/*
+ * Apply one write under the key's shard lock.
+ *   wait == 0: try the lock once and return STRATA_BUSY if it is held (use from a thread that
+ *              must not block, then call again with wait = 1 somewhere it may).
+ *   wait != 0: wait up to lock_timeout.
+ * The key and value buffers are read while the lock is held; nothing is allocated then.
+ * Returns STRATA_OK; STRATA_NOT_FOUND (DELETE, INCR/DECR without initial: no live entry);
+ * STRATA_NOT_STORED (ADD, CAS); STRATA_NOT_NUMBER (INCR/DECR); STRATA_TOO_LARGE (nothing
+ * written); STRATA_BUSY; STRATA_LOCK_TIMEOUT; STRATA_ELOCK; STRATA_EINVAL.
+ */
+strata_status strata_write(strata_table *t, strata_write_req *req, int wait);
+
+/* Remove every expired entry. O(slots); locks one shard at a time. *removed counts them.
+ * Shards whose lock times out are skipped (and counted as lock_timeouts); returns
+ * STRATA_LOCK_TIMEOUT if any was. */
+strata_status strata_cleanup(strata_table *t, uint64_t *removed);
+
+/* Remove everything, one shard at a time. STRATA_LOCK_TIMEOUT if a shard could not be locked
+ * (the others are cleared). */
+strata_status strata_clear(strata_table *t);
+
+/*
+ * Lock-free snapshot scan of live keys: calls each(ctx, key, len) once per live unexpired key
+ * found, with no lock held (each may allocate). O(slots). Keys written during the scan may or
+ * may not be seen; a key is never reported twice unless it moved while the scan ran.
+ */
+void strata_keys(strata_table *t, void (*each)(void *ctx, const void *key, size_t len), void *ctx);
+
+/* Counters of this handle (zero in a forked child until it does something), geometry, entries. */
+void strata_stats_get(strata_table *t, strata_stats *out);
+
+const strata_geometry *strata_geometry_of(const strata_table *t);
+
+/* Which shard key belongs to. */
+uint32_t strata_shard_for(const strata_table *t, const void *key, size_t key_len);
+
+/* TEST ONLY: take (waiting up to lock_timeout) or release a shard's lock and return. */
+strata_status strata_lock_shard(strata_table *t, uint32_t shard, int wait);
+strata_status strata_unlock_shard(strata_table *t, uint32_t shard);
+
+#endif /* STRATA_TABLE_H */

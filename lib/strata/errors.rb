@@ -1,0 +1,30 @@
+# frozen_string_literal: true
+
+module Strata
+  # Root of every error Strata raises on purpose.
+  class Error < StandardError; end
+
+  # A tier could not do its job: timeout, connection, corrupt data. The stack skips the tier
+  # for that call and reports the error; it never reaches the app's request.
+  class TierError < Error
+    # The tier that failed (:l1, :l2, :l3) when the raiser knows it.
+    attr_reader :tier
+
+    def initialize(message = nil, tier: nil)
+      @tier = tier
+      super(message)
+    end
+  end
+
+  # A failure that may pass if tried again later: a busy lock, a timeout.
+  class RetryableError < TierError; end
+
+  # A tier's file or server holds data that fails validation.
+  class CorruptError < TierError; end
+
+  # A value is larger than a tier can hold. Nothing was written.
+  class ValueTooLargeError < Error; end
+
+  # A file Strata was asked to map belongs to another user or is writable by group or world.
+  class UnsafeFileError < Error; end
+end

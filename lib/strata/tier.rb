@@ -1,0 +1,92 @@
+# frozen_string_literal: true
+
+module Strata
+  # The tier contract (DESIGN section 3). A tier stores opaque byte strings under byte-string keys;
+  # it never deserializes a payload. Every tier includes this module and overrides the hooks below.
+  #
+  # Failure: a tier signals trouble by raising Strata::TierError (or a subclass). It does not rescue
+  # broadly and does not log; the stack decides how to fail open.
+  #
+  # TTLs are seconds (Integer or Float); nil or 0 means no expiry.
+  module Tier
+    # What a tier can do natively. The stack falls back to what it can guarantee when a flag is false.
+    # leases:   cluster-wide fill leases (mg N / ms C).
+    # stale:    invalidate keeps a stale copy that readers may be served while one refills.
+    # cas:      compare-and-set on a token returned by #get_with_cas.
+    # counters: atomic incr/decr across every client of the tier.
+    CAPABILITIES = {leases: false, stale: false, cas: false, counters: false}.freeze
+
+    # Optional. Which of CAPABILITIES this tier has.
+    def capabilities
+      CAPABILITIES
+    end
+
+    # Required. The bytes stored under key, or nil.
+    def get(key)
+      raise NotImplementedError, "#{self.class} must implement get"
+    end
+
+    # Optional. A Hash of key => bytes for the keys found.
+    def get_multi(keys)
+      keys.each_with_object({}) do |key, found|
+        bytes = get(key)
+        found[key] = bytes if bytes
+      end
+    end
+
+    # Required. Store bytes under key. True if stored.
+    def set(key, bytes, ttl: nil)
+      raise NotImplementedError, "#{self.class} must implement set"
+    end
+
+    # Required. Store only if key is absent. True if stored.
+    def add(key, bytes, ttl: nil)
+      raise NotImplementedError, "#{self.class} must implement add"
+    end
+
+    # Optional (capability :cas). [bytes, token] or nil.
+    def get_with_cas(key)
+      raise NotImplementedError, "#{self.class} has no cas"
+    end
+
+    # Optional (capability :cas). Store only if key still holds the entry token was read with.
+    def cas(key, bytes, token, ttl: nil)
+      raise NotImplementedError, "#{self.class} has no cas"
+    end
+
+    # Required. Remove key. True if something was removed.
+    def delete(key)
+      raise NotImplementedError, "#{self.class} must implement delete"
+    end
+
+    # Optional. Mark key stale; a tier without capability :stale deletes it.
+    def invalidate(key)
+      delete(key)
+    end
+
+    # Optional (capability :counters). The new value, or nil if key is absent and no initial is given.
+    # Counters are stored as ASCII decimal bytes, as memcached stores them.
+    def incr(key, amount = 1, ttl: nil, initial: nil)
+      raise NotImplementedError, "#{self.class} has no counters"
+    end
+
+    # Optional (capability :counters). Like incr; never goes below zero.
+    def decr(key, amount = 1, ttl: nil, initial: nil)
+      raise NotImplementedError, "#{self.class} has no counters"
+    end
+
+    # Required. Remove everything.
+    def clear
+      raise NotImplementedError, "#{self.class} must implement clear"
+    end
+
+    # Optional. A Hash of counters about this tier.
+    def stats
+      {}
+    end
+
+    # Optional. Release files and connections.
+    def close
+    end
+  end
+end

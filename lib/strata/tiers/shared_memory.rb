@@ -1,0 +1,102 @@
+# frozen_string_literal: true
+
+require "fileutils"
+require "strata/errors"
+require "strata/tier"
+require "strata/strata_ext"
+
+module Strata
+  module Tiers
+    # L1: a hash table in one memory-mapped file shared by every process of the app on this host
+    # (DESIGN section 5; the C contract is ext/strata/table.h).
+    #
+    # When to use it: as the first tier, for entries read far more often than written, by many
+    # worker processes on one machine. A hit costs one C call and no syscall or lock.
+    #
+    # Thread and process safety: any thread of any process may call any method. Reads take no
+    # lock; a write locks one shard (of +shards+) for a few microseconds and gives up after
+    # +lock_timeout+ seconds (set/add/cas then return false; delete, incr and decr raise
+    # Strata::RetryableError). A forked child keeps using the table; its #stats start at zero.
+    #
+    # Sizing: +size+ bytes are reserved at creation (in /dev/shm by default; containers often
+    # give /dev/shm only 64 MiB). About 88% holds items; each entry costs 24 bytes of header
+    # plus its key and value rounded up to 8, and about 9 bytes of index. A full table evicts
+    # the least recently read entries segment by segment; it never refuses a write that fits
+    # #max_value_size.
+    #
+    # get, get_multi, get_with_cas, set, add, cas, delete, incr, decr, keys, cleanup, clear,
+    # stats, max_value_size, size, close and closed? are implemented in C (strata_ext.c).
+    class SharedMemory
+      include Strata::Tier
+
+      CAPABILITIES = {leases: false, stale: false, cas: true, counters: true}.freeze
+
+      DEFAULTS = {
+        shards: nil,        # power of two, 1..256; nil: 16, fewer for small sizes
+        segment_size: nil,  # bytes per eviction unit, multiple of 4096; nil: size/(shards*16), 64 KiB..4 MiB
+        slots: nil,         # index slots; nil: at least one per 96 data bytes
+        lock_timeout: 0.05, # seconds a writer waits for a shard lock
+        logger: nil         # receives #warn when a bad file is rebuilt; nil: Kernel#warn
+      }.freeze
+
+      MIN_SIZE = 1 << 20
+
+      # The conventional table path for app: per-user, on tmpfs.
+      def self.default_path(app = "app")
+        File.join(ENV["XDG_RUNTIME_DIR"] || "/dev/shm", "strata-#{Process.uid}", "#{app}.l1")
+      end
+
+      attr_reader :path
+
+      def initialize(path:, size:, shards: DEFAULTS[:shards], segment_size: DEFAULTS[:segment_size],
+        slots: DEFAULTS[:slots], lock_timeout: DEFAULTS[:lock_timeout], logger: DEFAULTS[:logger])
+        validate_options(size, shards, segment_size, slots, lock_timeout)
+        @path = File.expand_path(path.to_s)
+        @logger = logger
+        FileUtils.mkdir_p(File.dirname(@path), mode: 0o700)
+        reason = _open(@path, size, shards || 0, segment_size || 0, slots || 0, lock_timeout.to_f)
+        warn_rebuilt(reason) if reason
+      end
+
+      def capabilities
+        CAPABILITIES
+      end
+
+      def inspect
+        "#<#{self.class} path=#{@path.inspect}#{" closed" if closed?}>"
+      end
+
+      private
+
+      def validate_options(size, shards, segment_size, slots, lock_timeout)
+        raise ArgumentError, "size must be an Integer" unless size.is_a?(Integer)
+        raise ArgumentError, "size must be >= 1 MiB" if size < MIN_SIZE
+        raise ArgumentError, "shards must be a power of two between 1 and 256" unless shards.nil? || valid_shards?(shards)
+        unless segment_size.nil? || valid_segment_size?(segment_size)
+          raise ArgumentError, "segment_size must be a multiple of 4096 between 4 KiB and 64 MiB"
+        end
+        raise ArgumentError, "slots must be a positive Integer" unless slots.nil? || valid_slots?(slots)
+        unless lock_timeout.is_a?(Numeric) && lock_timeout.between?(0, 60)
+          raise ArgumentError, "lock_timeout must be between 0 and 60 seconds"
+        end
+      end
+
+      def valid_shards?(shards)
+        shards.is_a?(Integer) && shards.between?(1, 256) && (shards & (shards - 1)).zero?
+      end
+
+      def valid_slots?(slots)
+        slots.is_a?(Integer) && slots.positive?
+      end
+
+      def valid_segment_size?(segment_size)
+        segment_size.is_a?(Integer) && segment_size.between?(4096, 64 << 20) && (segment_size % 4096).zero?
+      end
+
+      def warn_rebuilt(reason)
+        message = "Strata L1: rebuilt #{@path}: #{reason}"
+        @logger ? @logger.warn(message) : Kernel.warn(message)
+      end
+    end
+  end
+end

@@ -1,0 +1,818 @@
+/*
+ * table_test.c - tests of the shared-memory table in C, without Ruby: table.c and lock.c are
+ * linked directly. Run through the Makefile (test, asan, valgrind, check).
+ * STRATA_TEST_QUICK=1 shortens the multi-process tests (used under valgrind).
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../../ext/strata/hash.h"
+#include "../../ext/strata/table.h"
+
+/* ------------------------------------------------------------------------------------------ */
+/* A tiny harness                                                                             */
+/* ------------------------------------------------------------------------------------------ */
+
+static int passed, failed, current_failed;
+static char dir[64];
+static int quick;
+
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "  FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);                      \
+            current_failed = 1;                                                                    \
+        }                                                                                          \
+    } while (0)
+
+#define REQUIRE(cond)                                                                              \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "  FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);                      \
+            current_failed = 1;                                                                    \
+            return;                                                                                \
+        }                                                                                          \
+    } while (0)
+
+static void run(const char *name, void (*fn)(void))
+{
+    current_failed = 0;
+    fn();
+    if (current_failed) {
+        failed++;
+        printf("not ok  %s\n", name);
+    } else {
+        passed++;
+        printf("ok      %s\n", name);
+    }
+    fflush(stdout);
+}
+
+static char *path_of(const char *name)
+{
+    static char buf[4][128];
+    static int next;
+    char *p = buf[next++ % 4];
+    snprintf(p, 128, "%s/%s", dir, name);
+    return p;
+}
+
+static strata_options opts_of(uint64_t size)
+{
+    strata_options o;
+    memset(&o, 0, sizeof o);
+    o.size = size;
+    o.lock_timeout_ns = 50 * 1000 * 1000;
+    return o;
+}
+
+static strata_table *open_table(const char *name, strata_options o)
+{
+    strata_table *t = NULL;
+    const char *reason = NULL;
+    int err = 0;
+    strata_status st = strata_open(path_of(name), &o, &t, &reason, &err);
+    if (st != STRATA_OK) fprintf(stderr, "  open %s: %s (%s)\n", name, strata_strerror(st), strerror(err));
+    if (reason) fprintf(stderr, "  open %s in %d: rebuilt: %s\n", name, (int)getpid(), reason);
+    return t;
+}
+
+/* Values read back through a sink into a caller buffer. */
+typedef struct buf {
+    char data[70000];
+    size_t len;
+} buf;
+
+static void *buf_reserve(void *ctx, size_t len)
+{
+    buf *b = ctx;
+    if (len > sizeof b->data) return NULL;
+    b->len = len;
+    return b->data;
+}
+
+static strata_status get(strata_table *t, const char *key, buf *b, uint64_t *cas)
+{
+    strata_sink sink = {buf_reserve, b};
+    return strata_get(t, key, strlen(key), &sink, cas);
+}
+
+static int get_is(strata_table *t, const char *key, const char *want)
+{
+    static buf b;
+    if (get(t, key, &b, NULL) != STRATA_OK) return want == NULL;
+    return want && b.len == strlen(want) && memcmp(b.data, want, b.len) == 0;
+}
+
+static strata_status put(strata_table *t, strata_op op, const char *key, const void *v, size_t vlen,
+                         uint64_t ttl_ms, uint64_t cas)
+{
+    strata_write_req r;
+    memset(&r, 0, sizeof r);
+    r.op = op;
+    r.key = key;
+    r.key_len = strlen(key);
+    r.value = v;
+    r.value_len = vlen;
+    r.ttl_ms = ttl_ms;
+    r.cas = cas;
+    return strata_write(t, &r, 1);
+}
+
+static strata_status set(strata_table *t, const char *key, const char *v)
+{
+    return put(t, STRATA_OP_SET, key, v, strlen(v), 0, 0);
+}
+
+static strata_status counter(strata_table *t, strata_op op, const char *key, uint64_t amount, int has_initial,
+                             uint64_t initial, uint64_t *result)
+{
+    strata_write_req r;
+    strata_status st;
+    memset(&r, 0, sizeof r);
+    r.op = op;
+    r.key = key;
+    r.key_len = strlen(key);
+    r.amount = amount;
+    r.has_initial = has_initial;
+    r.initial = initial;
+    st = strata_write(t, &r, 1);
+    *result = r.result;
+    return st;
+}
+
+static uint64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static size_t make_value(const char *key, uint64_t n, char *out, size_t len);
+static int value_ok(const char *key, const char *v, size_t len);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Single-process behaviour                                                                   */
+/* ------------------------------------------------------------------------------------------ */
+
+static void test_set_get_delete(void)
+{
+    strata_table *t = open_table("basic.l1", opts_of(4u << 20));
+    uint64_t cas1 = 0, cas2 = 0;
+    buf b;
+    REQUIRE(t);
+    CHECK(get(t, "missing", &b, NULL) == STRATA_NOT_FOUND);
+    CHECK(set(t, "a", "one") == STRATA_OK);
+    CHECK(get_is(t, "a", "one"));
+    CHECK(get(t, "a", &b, &cas1) == STRATA_OK);
+    CHECK(set(t, "a", "two, longer") == STRATA_OK);
+    CHECK(get_is(t, "a", "two, longer"));
+    CHECK(get(t, "a", &b, &cas2) == STRATA_OK);
+    CHECK(cas1 != cas2);
+    CHECK(set(t, "empty", "") == STRATA_OK);
+    CHECK(get(t, "empty", &b, NULL) == STRATA_OK && b.len == 0);
+    CHECK(put(t, STRATA_OP_DELETE, "a", NULL, 0, 0, 0) == STRATA_OK);
+    CHECK(put(t, STRATA_OP_DELETE, "a", NULL, 0, 0, 0) == STRATA_NOT_FOUND);
+    CHECK(get_is(t, "a", NULL));
+    {
+        char key[STRATA_MAX_KEY + 2];
+        memset(key, 'k', sizeof key);
+        key[STRATA_MAX_KEY] = 0;
+        CHECK(set(t, key, "max key") == STRATA_OK);
+        CHECK(get_is(t, key, "max key"));
+        key[STRATA_MAX_KEY] = 'k';
+        key[STRATA_MAX_KEY + 1] = 0;
+        CHECK(set(t, key, "too long") == STRATA_EINVAL);
+    }
+    /* binary key and value with NULs */
+    {
+        const char bkey[] = {'b', 0, 'k'};
+        const char bval[] = {0, 1, 2, 0, (char)255};
+        strata_write_req r = {.op = STRATA_OP_SET, .key = bkey, .key_len = 3, .value = bval, .value_len = 5};
+        strata_sink sink = {buf_reserve, &b};
+        CHECK(strata_write(t, &r, 1) == STRATA_OK);
+        CHECK(strata_get(t, bkey, 3, &sink, NULL) == STRATA_OK && b.len == 5 && memcmp(b.data, bval, 5) == 0);
+        CHECK(strata_get(t, bkey, 2, &sink, NULL) == STRATA_NOT_FOUND);
+    }
+    strata_close(t);
+}
+
+static void test_expiry(void)
+{
+    strata_table *t = open_table("expiry.l1", opts_of(4u << 20));
+    uint64_t start, removed = 0;
+    REQUIRE(t);
+    CHECK(put(t, STRATA_OP_SET, "short", "v", 1, 30, 0) == STRATA_OK);
+    CHECK(put(t, STRATA_OP_SET, "long", "v", 1, 60000, 0) == STRATA_OK);
+    CHECK(put(t, STRATA_OP_SET, "forever", "v", 1, 0, 0) == STRATA_OK);
+    CHECK(get_is(t, "short", "v"));
+    start = mono_ms();
+    /* Bound: 2 s of 5 ms polls. */
+    while (get_is(t, "short", "v") && mono_ms() - start < 2000) sleep_ms(5);
+    CHECK(get_is(t, "short", NULL));
+    CHECK(get_is(t, "long", "v"));
+    CHECK(get_is(t, "forever", "v"));
+    /* add over an expired entry stores */
+    CHECK(put(t, STRATA_OP_SET, "gone", "old", 3, 1, 0) == STRATA_OK);
+    sleep_ms(5);
+    CHECK(put(t, STRATA_OP_ADD, "gone", "new", 3, 0, 0) == STRATA_OK);
+    CHECK(get_is(t, "gone", "new"));
+    CHECK(put(t, STRATA_OP_SET, "stale", "x", 1, 1, 0) == STRATA_OK);
+    sleep_ms(5);
+    CHECK(strata_cleanup(t, &removed) == STRATA_OK);
+    CHECK(removed == 2); /* "short" and "stale" */
+    strata_close(t);
+}
+
+static void test_add_cas(void)
+{
+    strata_table *t = open_table("cas.l1", opts_of(4u << 20));
+    uint64_t cas = 0, cas2 = 0;
+    buf b;
+    REQUIRE(t);
+    CHECK(put(t, STRATA_OP_ADD, "k", "1", 1, 0, 0) == STRATA_OK);
+    CHECK(put(t, STRATA_OP_ADD, "k", "2", 1, 0, 0) == STRATA_NOT_STORED);
+    CHECK(get_is(t, "k", "1"));
+    CHECK(get(t, "k", &b, &cas) == STRATA_OK);
+    CHECK(put(t, STRATA_OP_CAS, "k", "3", 1, 0, cas) == STRATA_OK);
+    CHECK(put(t, STRATA_OP_CAS, "k", "4", 1, 0, cas) == STRATA_NOT_STORED);
+    CHECK(get_is(t, "k", "3"));
+    CHECK(get(t, "k", &b, &cas2) == STRATA_OK);
+    CHECK(put(t, STRATA_OP_CAS, "absent", "x", 1, 0, cas2) == STRATA_NOT_STORED);
+    CHECK(put(t, STRATA_OP_CAS, "k", "5", 1, 0, cas2 + (1ULL << 32)) == STRATA_NOT_STORED);
+    CHECK(put(t, STRATA_OP_CAS, "k", "5", 1, 0, cas2) == STRATA_OK);
+    CHECK(get_is(t, "k", "5"));
+    strata_close(t);
+}
+
+static void test_counters(void)
+{
+    strata_table *t = open_table("counters.l1", opts_of(4u << 20));
+    uint64_t v = 0;
+    REQUIRE(t);
+    CHECK(counter(t, STRATA_OP_INCR, "n", 1, 0, 0, &v) == STRATA_NOT_FOUND);
+    CHECK(counter(t, STRATA_OP_INCR, "n", 1, 1, 10, &v) == STRATA_OK && v == 10);
+    CHECK(counter(t, STRATA_OP_INCR, "n", 5, 1, 99, &v) == STRATA_OK && v == 15);
+    CHECK(get_is(t, "n", "15"));
+    CHECK(counter(t, STRATA_OP_DECR, "n", 100, 0, 0, &v) == STRATA_OK && v == 0);
+    CHECK(set(t, "max", "18446744073709551615") == STRATA_OK);
+    CHECK(counter(t, STRATA_OP_INCR, "max", 2, 0, 0, &v) == STRATA_OK && v == 1);
+    CHECK(set(t, "text", "12a") == STRATA_OK);
+    CHECK(counter(t, STRATA_OP_INCR, "text", 1, 0, 0, &v) == STRATA_NOT_NUMBER);
+    CHECK(set(t, "big", "18446744073709551616") == STRATA_OK);
+    CHECK(counter(t, STRATA_OP_INCR, "big", 1, 0, 0, &v) == STRATA_NOT_NUMBER);
+    CHECK(get_is(t, "text", "12a"));
+    strata_close(t);
+}
+
+static void test_too_large(void)
+{
+    strata_options o = opts_of(4u << 20);
+    strata_table *t;
+    const strata_geometry *g;
+    char *big;
+    strata_stats st;
+    o.segment_size = 64u << 10;
+    t = open_table("large.l1", o);
+    REQUIRE(t);
+    g = strata_geometry_of(t);
+    CHECK(g->max_value_size == (64u << 10) - 40);
+    big = calloc(1, g->max_value_size + 1);
+    REQUIRE(big);
+    CHECK(set(t, "k", "old") == STRATA_OK);
+    CHECK(put(t, STRATA_OP_SET, "k", big, g->max_value_size, 0, 0) == STRATA_TOO_LARGE);
+    CHECK(get_is(t, "k", "old"));
+    CHECK(put(t, STRATA_OP_SET, "k", big, g->max_value_size - 1, 0, 0) == STRATA_OK); /* exactly fits */
+    {
+        static buf b;
+        CHECK(get(t, "k", &b, NULL) == STRATA_OK && b.len == g->max_value_size - 1);
+    }
+    strata_stats_get(t, &st);
+    CHECK(st.counters.too_large == 1);
+    free(big);
+    strata_close(t);
+}
+
+/* A full table evicts old, unread entries; recently read ("hot") ones survive; it never wipes. */
+static void test_eviction(void)
+{
+    strata_options o = opts_of(1u << 20);
+    strata_table *t;
+    char key[32], val[200];
+    int hot_ok = 0, recent_ok = 0, n = 40000;
+    strata_stats st;
+    o.shards = 1;
+    o.segment_size = 32u << 10;
+    t = open_table("evict.l1", o);
+    REQUIRE(t);
+    memset(val, 'v', sizeof val);
+    for (int i = 0; i < 50; i++) {
+        snprintf(key, sizeof key, "hot-%d", i);
+        CHECK(put(t, STRATA_OP_SET, key, val, 100, 0, 0) == STRATA_OK);
+    }
+    /* Bound: n writes, each followed by reads of a few hot keys. */
+    for (int i = 0; i < n; i++) {
+        snprintf(key, sizeof key, "cold-%d", i);
+        if (put(t, STRATA_OP_SET, key, val, 100 + i % 50, 0, 0) != STRATA_OK) {
+            CHECK(!"set failed under pressure");
+            break;
+        }
+        if (i % 20 == 0)
+            for (int h = 0; h < 50; h++) {
+                snprintf(key, sizeof key, "hot-%d", h);
+                get_is(t, key, NULL);
+            }
+    }
+    for (int h = 0; h < 50; h++) {
+        snprintf(key, sizeof key, "hot-%d", h);
+        static buf b;
+        if (get(t, key, &b, NULL) == STRATA_OK && b.len == 100) hot_ok++;
+    }
+    for (int i = n - 500; i < n; i++) {
+        static buf b;
+        snprintf(key, sizeof key, "cold-%d", i);
+        if (get(t, key, &b, NULL) == STRATA_OK && b.len == (size_t)(100 + i % 50)) recent_ok++;
+    }
+    strata_stats_get(t, &st);
+    printf("        eviction: %d/50 hot kept, %d/500 most recent kept, %llu entries, %llu evictions\n", hot_ok,
+           recent_ok, (unsigned long long)st.entries, (unsigned long long)st.counters.evictions);
+    CHECK(hot_ok >= 45);
+    CHECK(recent_ok >= 450);
+    CHECK(st.counters.evictions > 0);
+    CHECK(st.entries > 2000); /* roughly 1 MiB of ~160-byte items: never wiped */
+    strata_close(t);
+}
+
+static int keys_count;
+static void count_key(void *ctx, const void *key, size_t len)
+{
+    (void)ctx;
+    (void)key;
+    if (len) keys_count++;
+}
+
+static void test_keys_clear_stats(void)
+{
+    strata_table *t = open_table("keys.l1", opts_of(4u << 20));
+    strata_stats st;
+    char key[32];
+    REQUIRE(t);
+    for (int i = 0; i < 100; i++) {
+        snprintf(key, sizeof key, "key-%d", i);
+        CHECK(set(t, key, "v") == STRATA_OK);
+    }
+    keys_count = 0;
+    strata_keys(t, count_key, NULL);
+    CHECK(keys_count == 100);
+    strata_stats_get(t, &st);
+    CHECK(st.entries == 100);
+    CHECK(st.counters.sets == 100);
+    CHECK(strata_clear(t) == STRATA_OK);
+    keys_count = 0;
+    strata_keys(t, count_key, NULL);
+    CHECK(keys_count == 0);
+    CHECK(get_is(t, "key-1", NULL));
+    CHECK(set(t, "after", "clear") == STRATA_OK && get_is(t, "after", "clear"));
+    strata_close(t);
+}
+
+static void test_geometry(void)
+{
+    strata_options o = opts_of(1u << 20);
+    strata_geometry g;
+    const char *what;
+    CHECK(strata_geometry_resolve(&o, &g, &what) == STRATA_OK);
+    CHECK(g.data_offset + g.data_bytes <= g.size);
+    CHECK(g.segments_per_shard >= 2);
+    o.size = 1000;
+    CHECK(strata_geometry_resolve(&o, &g, &what) == STRATA_EINVAL && what != NULL);
+    o = opts_of(1u << 20);
+    o.shards = 3;
+    CHECK(strata_geometry_resolve(&o, &g, &what) == STRATA_EINVAL);
+    o.shards = 256;
+    o.segment_size = 4u << 20;
+    CHECK(strata_geometry_resolve(&o, &g, &what) == STRATA_EGEOMETRY);
+    o = opts_of(64u << 20);
+    o.slots = 100000;
+    CHECK(strata_geometry_resolve(&o, &g, &what) == STRATA_OK && g.slots >= 100000 && g.slots < 100000 + 16 * 7);
+    o = opts_of(64u << 20);
+    CHECK(strata_geometry_resolve(&o, &g, &what) == STRATA_OK);
+    /* metadata budget: header 24 + index bytes per slot at the default load stays under 48 */
+    CHECK((double)(g.slots ? (g.data_offset - g.index_offset) : 0) / (double)g.slots < 9.2);
+}
+
+/* Random damage to the index and data regions: every operation must still terminate without a
+ * crash, and a value read back is either absent or one that was written under that key. */
+static int collect_count;
+static void collect_key(void *ctx, const void *key, size_t len)
+{
+    (void)ctx;
+    (void)key;
+    if (len >= 1 && len <= STRATA_MAX_KEY) collect_count++;
+}
+
+static void test_corruption_fuzz(void)
+{
+    strata_options o = opts_of(1u << 20);
+    strata_table *t;
+    const strata_geometry *g;
+    char key[32], val[600];
+    static buf b;
+    int fd, wrong = 0;
+    uint64_t removed, seed = 12345;
+    o.shards = 2;
+    o.segment_size = 16u << 10;
+    t = open_table("fuzz.l1", o);
+    REQUIRE(t);
+    g = strata_geometry_of(t);
+    fd = open(path_of("fuzz.l1"), O_RDWR);
+    REQUIRE(fd >= 0);
+    /* Bound: rounds x (writes + damage + reads). */
+    for (int round = 0; round < (quick ? 20 : 200); round++) {
+        for (int i = 0; i < 200; i++) {
+            size_t len = 40 + (size_t)(i * 7 % 500);
+            snprintf(key, sizeof key, "k%d", i);
+            make_value(key, (uint64_t)round, val, len);
+            put(t, STRATA_OP_SET, key, val, len, (i % 3) ? 0 : 60000, 0);
+        }
+        for (int d = 0; d < 64; d++) {
+            uint64_t off, span = g->size - g->index_offset;
+            uint8_t junk[8];
+            seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+            off = g->index_offset + (seed >> 20) % span;
+            memcpy(junk, &seed, sizeof junk);
+            if (pwrite(fd, junk, 1 + (seed >> 60) % 8, (off_t)off) < 0) break;
+        }
+        for (int i = 0; i < 200; i++) {
+            snprintf(key, sizeof key, "k%d", i);
+            if (get(t, key, &b, NULL) == STRATA_OK && !value_ok(key, b.data, b.len)) wrong++;
+        }
+        collect_count = 0;
+        strata_keys(t, collect_key, NULL);
+        if (round % 10 == 0) strata_cleanup(t, &removed);
+    }
+    close(fd);
+    {
+        strata_stats st;
+        strata_stats_get(t, &st);
+        printf("        fuzz: %llu hits, %llu misses, %llu damaged reads caught\n", (unsigned long long)st.counters.hits,
+               (unsigned long long)st.counters.misses, (unsigned long long)st.counters.torn_reads);
+    }
+    CHECK(wrong == 0);
+    strata_close(t);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Files: rebuild and refusal                                                                 */
+/* ------------------------------------------------------------------------------------------ */
+
+static strata_status open_reason(const char *name, strata_options o, const char **reason, strata_table **t)
+{
+    int err = 0;
+    return strata_open(path_of(name), &o, t, reason, &err);
+}
+
+static void corrupt_at(const char *name, off_t off, const void *bytes, size_t len)
+{
+    int fd = open(path_of(name), O_RDWR);
+    if (fd >= 0) {
+        if (pwrite(fd, bytes, len, off) != (ssize_t)len) perror("pwrite");
+        close(fd);
+    }
+}
+
+static void test_rebuild(void)
+{
+    strata_options o = opts_of(2u << 20);
+    strata_table *t = NULL;
+    const char *reason = NULL;
+    uint32_t bad = 0xdeadbeef, initializing = 1;
+    struct stat st;
+
+    CHECK(open_reason("rebuild.l1", o, &reason, &t) == STRATA_OK && reason == NULL);
+    REQUIRE(t);
+    CHECK(set(t, "k", "v") == STRATA_OK);
+    strata_close(t);
+    CHECK(open_reason("rebuild.l1", o, &reason, &t) == STRATA_OK && reason == NULL);
+    REQUIRE(t);
+    CHECK(get_is(t, "k", "v")); /* a valid file is reused */
+    strata_close(t);
+
+    corrupt_at("rebuild.l1", 0, &bad, sizeof bad); /* magic */
+    CHECK(open_reason("rebuild.l1", o, &reason, &t) == STRATA_OK && reason != NULL);
+    REQUIRE(t);
+    CHECK(get_is(t, "k", NULL));
+    CHECK(set(t, "k", "v2") == STRATA_OK);
+    strata_close(t);
+
+    corrupt_at("rebuild.l1", 12, &initializing, sizeof initializing); /* state */
+    CHECK(open_reason("rebuild.l1", o, &reason, &t) == STRATA_OK && reason && strstr(reason, "never completed"));
+    strata_close(t);
+
+    corrupt_at("rebuild.l1", 40, &bad, sizeof bad); /* shards: header check catches it */
+    CHECK(open_reason("rebuild.l1", o, &reason, &t) == STRATA_OK && reason != NULL);
+    strata_close(t);
+
+    CHECK(truncate(path_of("rebuild.l1"), 100000) == 0);
+    CHECK(open_reason("rebuild.l1", o, &reason, &t) == STRATA_OK && reason != NULL);
+    strata_close(t);
+    CHECK(stat(path_of("rebuild.l1"), &st) == 0 && (uint64_t)st.st_size == o.size && (st.st_mode & 0777) == 0600);
+
+    { /* a rebuilder killed before its rename left a temporary file: the next open removes it */
+        int tfd = open(path_of("rebuild.l1.tmp-99999-0badf00d"), O_CREAT | O_RDWR, 0600);
+        CHECK(tfd >= 0);
+        if (tfd >= 0) close(tfd);
+        CHECK(open_reason("rebuild.l1", o, &reason, &t) == STRATA_OK && reason == NULL);
+        strata_close(t);
+        CHECK(access(path_of("rebuild.l1.tmp-99999-0badf00d"), F_OK) != 0);
+    }
+
+    o.size = 3u << 20; /* another geometry: rebuilt, not reused */
+    CHECK(open_reason("rebuild.l1", o, &reason, &t) == STRATA_OK && reason && strstr(reason, "geometry"));
+    strata_close(t);
+}
+
+static void test_unsafe_files(void)
+{
+    strata_options o = opts_of(2u << 20);
+    strata_table *t = NULL;
+    const char *reason = NULL;
+    int fd = open(path_of("shared.l1"), O_CREAT | O_RDWR, 0600);
+    REQUIRE(fd >= 0);
+    close(fd);
+    CHECK(chmod(path_of("shared.l1"), 0666) == 0);
+    CHECK(open_reason("shared.l1", o, &reason, &t) == STRATA_EUNSAFE && t == NULL);
+    CHECK(chmod(path_of("shared.l1"), 0620) == 0);
+    CHECK(open_reason("shared.l1", o, &reason, &t) == STRATA_EUNSAFE);
+    CHECK(symlink(path_of("shared.l1"), path_of("link.l1")) == 0);
+    CHECK(open_reason("link.l1", o, &reason, &t) == STRATA_EUNSAFE);
+    CHECK(mkdir(path_of("adir.l1"), 0700) == 0);
+    CHECK(open_reason("adir.l1", o, &reason, &t) != STRATA_OK);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Processes                                                                                  */
+/* ------------------------------------------------------------------------------------------ */
+
+/* A value that proves itself: "<key>|<n>|" then filler derived from key and n, then a hash. */
+static size_t make_value(const char *key, uint64_t n, char *out, size_t len)
+{
+    size_t head = (size_t)snprintf(out, len, "%s|%llu|", key, (unsigned long long)n);
+    uint64_t h;
+    for (size_t i = head; i < len - 8; i++) out[i] = (char)('a' + (n + i) % 26);
+    h = strata_hash64(out, len - 8, 42);
+    memcpy(out + len - 8, &h, 8);
+    return len;
+}
+
+static int value_ok(const char *key, const char *v, size_t len)
+{
+    char expect[4200];
+    unsigned long long n;
+    char prefix[64];
+    if (len < 40 || len > sizeof expect) return 0;
+    snprintf(prefix, sizeof prefix, "%s|", key);
+    if (strncmp(v, prefix, strlen(prefix)) != 0) return 0;
+    if (sscanf(v + strlen(prefix), "%llu|", &n) != 1) return 0;
+    make_value(key, n, expect, len);
+    return memcmp(expect, v, len) == 0;
+}
+
+static void writer_proc(const char *name, int id, uint64_t until_ms)
+{
+    strata_table *t = open_table(name, opts_of(2u << 20));
+    char key[32], val[4200];
+    uint64_t n = 0;
+    if (!t) _exit(2);
+    /* Bound: until the deadline. */
+    while (mono_ms() < until_ms) {
+        size_t len = 40 + (n * 37 + (uint64_t)id * 11) % 4000;
+        snprintf(key, sizeof key, "key-%llu", (unsigned long long)(n % 300));
+        make_value(key, n, val, len);
+        if (put(t, STRATA_OP_SET, key, val, len, 0, 0) != STRATA_OK) {
+            /* lock timeouts are allowed under load; anything else is a failure */
+        }
+        n++;
+    }
+    strata_close(t);
+    _exit(0);
+}
+
+static void reader_proc(const char *name, uint64_t until_ms)
+{
+    strata_table *t = open_table(name, opts_of(2u << 20));
+    static buf b;
+    char key[32];
+    uint64_t n = 0, bad = 0, hits = 0;
+    if (!t) _exit(2);
+    while (mono_ms() < until_ms) {
+        snprintf(key, sizeof key, "key-%llu", (unsigned long long)(n++ % 300));
+        if (get(t, key, &b, NULL) == STRATA_OK) {
+            hits++;
+            if (!value_ok(key, b.data, b.len)) bad++;
+        }
+    }
+    strata_close(t);
+    if (bad) fprintf(stderr, "  reader: %llu wrong values\n", (unsigned long long)bad);
+    _exit(bad ? 1 : (hits ? 0 : 3));
+}
+
+static void test_multiprocess(void)
+{
+    const char *name = "multi.l1";
+    uint64_t until = mono_ms() + (quick ? 400 : 1500);
+    pid_t pids[4];
+    int ok = 1;
+    strata_table *t = open_table(name, opts_of(2u << 20));
+    REQUIRE(t);
+    strata_close(t);
+    for (int i = 0; i < 4; i++) {
+        pids[i] = fork();
+        if (pids[i] == 0) {
+            if (i < 2)
+                writer_proc(name, i, until);
+            else
+                reader_proc(name, until);
+        }
+    }
+    for (int i = 0; i < 4; i++) {
+        int status = 0;
+        waitpid(pids[i], &status, 0);
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+            fprintf(stderr, "  child %d exit %d\n", i, WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+            ok = 0;
+        }
+    }
+    CHECK(ok);
+}
+
+static void test_owner_died(void)
+{
+    strata_options o = opts_of(2u << 20);
+    strata_table *t = open_table("dead.l1", o);
+    strata_stats st;
+    uint32_t shard;
+    pid_t pid;
+    int status;
+    REQUIRE(t);
+    CHECK(set(t, "victim", "v") == STRATA_OK);
+    shard = strata_shard_for(t, "victim", 6);
+    pid = fork();
+    if (pid == 0) {
+        strata_table *c;
+        strata_close(t); /* the parent's handle, inherited */
+        c = open_table("dead.l1", o);
+        if (!c || strata_lock_shard(c, shard, 1) != STRATA_OK) _exit(1);
+        strata_close(c); /* keeps the mapping: the lock is still held */
+        _exit(0);        /* dies holding the lock */
+    }
+    waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    CHECK(set(t, "victim", "after") == STRATA_OK);
+    CHECK(get_is(t, "victim", "after"));
+    strata_stats_get(t, &st);
+    CHECK(st.counters.owner_died_recoveries == 1);
+    strata_close(t);
+}
+
+static void test_stopped_holder(void)
+{
+    strata_options o = opts_of(2u << 20);
+    strata_table *t;
+    uint32_t shard;
+    int pipefd[2], status;
+    char c;
+    pid_t pid;
+    strata_stats st;
+    uint64_t start;
+    o.lock_timeout_ns = 20 * 1000 * 1000;
+    t = open_table("stopped.l1", o);
+    REQUIRE(t);
+    CHECK(set(t, "k", "v") == STRATA_OK);
+    shard = strata_shard_for(t, "k", 1);
+    REQUIRE(pipe(pipefd) == 0);
+    pid = fork();
+    if (pid == 0) {
+        strata_table *ct = open_table("stopped.l1", o);
+        if (!ct) _exit(1);
+        {
+            strata_status ls = strata_lock_shard(ct, shard, 1);
+            if (ls != STRATA_OK) {
+                fprintf(stderr, "  child lock: %s\n", strata_strerror(ls));
+                _exit(1);
+            }
+        }
+        if (write(pipefd[1], "x", 1) != 1) _exit(1);
+        for (;;) pause();
+    }
+    close(pipefd[1]);
+    REQUIRE(read(pipefd[0], &c, 1) == 1);
+    kill(pid, SIGSTOP);
+    start = mono_ms();
+    CHECK(set(t, "k", "blocked") == STRATA_LOCK_TIMEOUT);
+    CHECK(mono_ms() - start < 1000);
+    CHECK(get_is(t, "k", "v")); /* readers are unaffected */
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    CHECK(set(t, "k", "free") == STRATA_OK);
+    CHECK(get_is(t, "k", "free"));
+    strata_stats_get(t, &st);
+    CHECK(st.counters.lock_timeouts == 1 && st.counters.owner_died_recoveries == 1);
+    close(pipefd[0]);
+    strata_close(t);
+}
+
+static void test_fork_child_stats(void)
+{
+    strata_table *t = open_table("forkstats.l1", opts_of(2u << 20));
+    pid_t pid;
+    int status;
+    REQUIRE(t);
+    CHECK(set(t, "k", "v") == STRATA_OK);
+    CHECK(get_is(t, "k", "v"));
+    pid = fork();
+    if (pid == 0) {
+        strata_stats st;
+        int ok = get_is(t, "k", "v");
+        strata_stats_get(t, &st);
+        ok = ok && st.counters.sets == 0 && st.counters.hits == 1;
+        ok = ok && set(t, "child", "c") == STRATA_OK;
+        strata_close(t);
+        _exit(ok ? 0 : 1);
+    }
+    waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    CHECK(get_is(t, "child", "c"));
+    strata_close(t);
+}
+
+/* Not a pass/fail test: the checksum speed, reported for the record. */
+static void report_hash_speed(void)
+{
+    size_t len = 25000, rounds = quick ? 200 : 40000;
+    char *data = malloc(len);
+    uint64_t start, acc = 0, elapsed;
+    if (!data) return;
+    memset(data, 7, len);
+    start = mono_ms();
+    for (size_t i = 0; i < rounds; i++) acc ^= strata_hash64(data, len, i);
+    elapsed = mono_ms() - start;
+    printf("        hash: %.1f GB/s on 25 KB values (%llx)\n",
+           elapsed ? (double)len * rounds / (double)elapsed / 1e6 : 0.0, (unsigned long long)(acc & 0xf));
+    free(data);
+}
+
+static void remove_dir(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+}
+
+int main(void)
+{
+    quick = getenv("STRATA_TEST_QUICK") != NULL;
+    snprintf(dir, sizeof dir, "/tmp/strata-ctest-XXXXXX");
+    if (!mkdtemp(dir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    run("set_get_delete", test_set_get_delete);
+    run("expiry", test_expiry);
+    run("add_cas", test_add_cas);
+    run("counters", test_counters);
+    run("too_large", test_too_large);
+    run("eviction", test_eviction);
+    run("keys_clear_stats", test_keys_clear_stats);
+    run("geometry", test_geometry);
+    run("corruption_fuzz", test_corruption_fuzz);
+    run("rebuild", test_rebuild);
+    run("unsafe_files", test_unsafe_files);
+    run("multiprocess", test_multiprocess);
+    run("owner_died", test_owner_died);
+    run("stopped_holder", test_stopped_holder);
+    run("fork_child_stats", test_fork_child_stats);
+    report_hash_speed();
+    remove_dir();
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}

@@ -1,0 +1,52 @@
+# frozen_string_literal: true
+
+module Strata
+  module TestSupport
+    # Forking and reaping for tests that run the table in several processes. Every wait has a
+    # deadline, and a child never runs the parent's at_exit hooks (minitest would run again in it).
+    module ChildProcesses
+      # Exit code of a child whose block raised.
+      RAISED = 2
+
+      module_function
+
+      # Forks a child that runs the block and exits 0 if it returned truthy, 1 if falsy, RAISED if it
+      # raised (the error goes to stderr). Returns the pid.
+      def fork_child
+        fork do
+          code = begin
+            yield ? 0 : 1
+          rescue Exception => e # rubocop:disable Lint/RescueException -- whatever happens, exit! below
+            warn "child #{Process.pid}: #{e.class}: #{e.message}\n  #{e.backtrace&.first(5)&.join("\n  ")}"
+            RAISED
+          end
+          exit!(code)
+        end
+      end
+
+      # Polls with WNOHANG until pid is reaped or timeout seconds pass. Its Process::Status, or nil
+      # if it is still running (or was not our child).
+      def reap(pid, timeout)
+        deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + timeout
+        loop do
+          reaped, status = Process.waitpid2(pid, Process::WNOHANG)
+          return status if reaped
+          return nil if Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
+          sleep 0.001
+        end
+      rescue Errno::ECHILD
+        nil
+      end
+
+      # SIGKILL (a stopped child dies too) and reap. The status, or nil if it was already reaped.
+      def kill_and_reap(pid, timeout)
+        begin
+          Process.kill(:KILL, pid)
+        rescue Errno::ESRCH
+          nil
+        end
+        ChildProcesses.reap(pid, timeout)
+      end
+    end
+  end
+end

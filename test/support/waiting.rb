@@ -1,0 +1,17 @@
+# frozen_string_literal: true
+
+module Strata
+  # A bounded wait on a condition, for the few tests that depend on the wall clock (a tier's TTL).
+  module Waiting
+    # Polls the block until it is truthy or timeout seconds pass; returns its last value.
+    def wait_until(timeout = 5)
+      deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + timeout
+      loop do
+        result = yield
+        return result if result || Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
+
+        sleep 0.01
+      end
+    end
+  end
+end

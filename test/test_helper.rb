@@ -1,0 +1,29 @@
+# frozen_string_literal: true
+
+require "minitest/autorun"
+require "tmpdir"
+require "fileutils"
+require "strata"
+
+module Strata
+  # Shared setup for the test suite: scratch directories and the servers bin/test started.
+  module TestSupport
+    # Two memcached instances that bin/test starts on loopback; overridable for local runs.
+    MEMCACHED_SERVERS = ENV.fetch("STRATA_MEMCACHED", "127.0.0.1:21211,127.0.0.1:21212").split(",").freeze
+
+    module_function
+
+    # A private directory (mode 0700) for table files, removed after the block.
+    def with_tmpdir
+      dir = Dir.mktmpdir("strata-test")
+      File.chmod(0o700, dir)
+      yield dir
+    ensure
+      FileUtils.remove_entry(dir) if dir && File.exist?(dir)
+    end
+
+    def memcached_servers
+      MEMCACHED_SERVERS
+    end
+  end
+end
