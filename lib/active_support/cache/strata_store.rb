@@ -1,0 +1,261 @@
+# frozen_string_literal: true
+
+require "zlib"
+require "active_support"
+require "active_support/cache"
+require "active_support/digest"
+require "concurrent/map"
+require "strata"
+require "strata/entry"
+require "strata/stack"
+require "active_support/cache/strata_store/codec"
+
+module ActiveSupport
+  module Cache
+    # = Strata cache store
+    #
+    # A cache store over Strata's tiers. Today that is L1 alone: one shared-memory table per host
+    # (Strata::Tiers::SharedMemory), which every process of the app on that host maps. Use it where
+    # MemoryStore would do but the app runs several processes (Puma or Unicorn workers, job runners)
+    # that should share one cache, with atomic counters across them, and a lookup that costs no
+    # network round trip.
+    #
+    #   config.cache_store = :strata_store, l1: {path: "/dev/shm/myapp.strata", size: 256.megabytes}
+    #
+    # Thread and process safety: the store holds no mutable state besides error counts; the table is
+    # safe to use from many threads and processes at once, and a forked child keeps using it.
+    #
+    # Sizing: l1: {size:} is fixed when the table file is created. Each entry costs its key, its
+    # serialized value and a small header; a value larger than the table's max_value_size is not
+    # stored (the write returns false and is reported). The table evicts whole segments when full.
+    # Values are not compressed by default: every L1 hit would pay to inflate them.
+    #
+    # A tier that fails turns into a miss (or a false write), reported to ActiveSupport.error_reporter
+    # with source "strata.cache"; the app's request never sees it.
+    class StrataStore < Store
+      DEFAULTS = {
+        compress: false # L1 is local memory; see Sizing above
+      }.freeze
+
+      # Cache keys are at most this many bytes; longer ones become a prefix, HASHED_KEY and a digest.
+      MAX_KEY_BYTES = 250
+      HASHED_KEY = ":hash:"
+      SOURCE = "strata.cache"
+
+      def self.supports_cache_versioning?
+        true
+      end
+
+      prepend Strategy::LocalCache
+
+      # The Strata::Stack behind this store, for stats and tools.
+      attr_reader :stack
+
+      # Options, besides the Store ones:
+      # l1: the shared-memory table's options (Strata::Tiers::SharedMemory.new); path defaults to
+      #     SharedMemory.default_path(namespace, or "app" when the namespace is not a plain name).
+      # serializer: :marshal_7_1 (Marshal, the default), :message_pack, or an object with dump/load.
+      # compressor: responds to deflate/inflate (Zlib by default); used when compress is on.
+      def initialize(options = nil)
+        options = DEFAULTS.merge(options || {})
+        raise ArgumentError, "StrataStore encodes entries itself; use :serializer, not :coder" if options.key?(:coder)
+
+        l1 = options.delete(:l1) || {}
+        @codec = Codec.new(options.delete(:serializer), options.delete(:compressor) || Zlib)
+        @failures = Concurrent::Map.new
+        super(options.merge(coder: nil))
+        @stack = Strata::Stack.new({l1: build_l1(l1)}, on_error: method(:report_failure))
+      end
+
+      # Add amount to the integer under name, atomically across every process sharing the table,
+      # and return the new value. A missing key starts at amount (expires_in applies then); a value
+      # that is not a counter (written without raw: true) gives nil, as with MemCacheStore.
+      def increment(name, amount = 1, options = nil)
+        count(:increment, name, amount, Integer(amount), options)
+      end
+
+      # Like increment, subtracting. A missing key starts at 0; counters never go below 0.
+      def decrement(name, amount = 1, options = nil)
+        count(:decrement, name, amount, -Integer(amount), options)
+      end
+
+      # Delete every entry whose key matches matcher (a Regexp on the key without the namespace,
+      # as with MemoryStore). Visits every live key in the table. Returns how many were deleted.
+      def delete_matched(matcher, options = nil)
+        options = merged_options(options)
+        matcher = key_matcher(matcher, options)
+        instrument(:delete_matched, matcher.inspect) do
+          @stack.keys.count { |key| key_matches?(key, matcher) && delete_entry(key, **options) }
+        end
+      end
+
+      # Drop expired entries now rather than as the table reuses their space. How many went.
+      def cleanup(options = nil)
+        _instrument(:cleanup) { @stack.cleanup }
+      end
+
+      # Empty the table, for every process that shares it. False if it could not be.
+      def clear(options = nil)
+        @stack.clear
+      end
+
+      # The tiers' statistics and this store's failure counts by error class.
+      def stats
+        {tiers: @stack.stats, failures: @failures.each_pair.to_h}
+      end
+
+      # Release the table mapping. The store can't be used afterwards.
+      def close
+        @stack.close
+      end
+
+      def inspect # :nodoc:
+        "#<#{self.class.name} tiers=#{@stack.tier_names.inspect} options=#{@options.inspect}>"
+      end
+
+      private
+
+      # The hit path: explicit keywords and no detour through deserialize_entry, to allocate as
+      # little as possible per read.
+      def read_entry(key, event: nil, raw: false, **)
+        # With no local cache active the LocalCache layer would only pass the call down.
+        bytes = local_cache ? read_serialized_entry(key, event: event) : @stack.get(key, event)
+        bytes && failsafe(nil) { @codec.load(bytes, raw) }
+      end
+
+      # Only read_entry and the LocalCache layer call this; raw is the layer's.
+      def read_serialized_entry(key, event: nil, raw: false)
+        @stack.get(key, event)
+      end
+
+      def write_entry(key, entry, **options)
+        write_serialized_entry(key, serialize_entry(entry, **options), **options)
+      end
+
+      def write_serialized_entry(key, payload, unless_exist: false, expires_in: nil, race_condition_ttl: nil, raw: false, **)
+        ttl = expires_in&.to_f
+        # A stale entry must outlive its expiry by the race window, so one fetch can put it back.
+        ttl += race_condition_ttl.to_f if ttl && race_condition_ttl && !raw
+        failsafe(false) do
+          unless_exist ? @stack.add(key, payload, ttl: ttl) : @stack.set(key, payload, ttl: ttl)
+        end
+      end
+
+      def delete_entry(key, **)
+        @stack.delete(key)
+      end
+
+      def read_multi_entries(names, event: nil, **options)
+        keys_to_names = names.index_by { |name| normalize_key(name, options) }
+        found = @stack.get_multi(keys_to_names.keys, event)
+        keys_to_names.each_with_object({}) do |(key, name), results|
+          next unless (bytes = found[key])
+
+          entry = deserialize_entry(bytes, **options)
+          next if entry.nil? || entry.expired? || entry.mismatched?(normalize_version(name, options))
+
+          results[name] = entry.value
+        end
+      end
+
+      # Every value is serialized before anything is written, so one that can't be leaves the cache
+      # as it was.
+      def write_multi_entries(hash, **options)
+        payloads = hash.transform_values { |entry| serialize_entry(entry, **options) }
+        payloads.each { |key, payload| write_serialized_entry(key, payload, **options) }
+        hash
+      end
+
+      def serialize_entry(entry, raw: false, compress: @options[:compress], compress_threshold: @options[:compress_threshold], **)
+        @codec.dump(entry, raw, compress ? compress_threshold : nil)
+      end
+
+      def deserialize_entry(payload, raw: false, **)
+        payload && failsafe(nil) { @codec.load(payload, raw) }
+      end
+
+      # Keys are bytes for the tiers: no escaping, and the namespace is read without merging the
+      # options again (the base normalize_key merges per call, which the read path can't afford).
+      def normalize_key(key, options = nil)
+        key = expanded_key(key) unless key.instance_of?(String)
+        raise ArgumentError, "cache key cannot be blank (it is #{key.nil? ? "nil" : "empty"})" if key.nil? || key.empty?
+
+        namespace = options&.key?(:namespace) ? options[:namespace] : @options[:namespace]
+        key = namespaced(key, namespace) if namespace
+        return key if key.bytesize <= MAX_KEY_BYTES
+
+        digest = ActiveSupport::Digest.hexdigest(key)
+        key.byteslice(0, MAX_KEY_BYTES - HASHED_KEY.bytesize - digest.bytesize).b << HASHED_KEY << digest
+      end
+
+      def namespaced(key, namespace)
+        namespace = namespace.call if namespace.respond_to?(:call)
+        return key unless namespace
+
+        key = key.dup.force_encoding(Encoding::UTF_8) unless key.encoding == Encoding::UTF_8 || key.ascii_only?
+        "#{namespace}:#{key}"
+      end
+
+      # The base answer, without probing a plain String name for a cache_version it can't have.
+      def normalize_version(key, options = nil)
+        version = options && options[:version]
+        version&.to_param || (expanded_version(key) unless key.instance_of?(String))
+      end
+
+      # delta is the signed change. Tier counters are unsigned, so its sign picks incr or decr. A
+      # missing key starts at delta when that is positive (MemCacheStore's increment), else at 0.
+      def count(event, name, amount, delta, options)
+        options = merged_options(options)
+        key = normalize_key(name, options)
+        ttl = options[:expires_in]&.to_f
+        instrument(event, key, amount: amount) do
+          if delta >= 0
+            @stack.incr(key, delta, ttl: ttl, initial: delta)
+          else
+            @stack.decr(key, -delta, ttl: ttl, initial: 0)
+          end
+        rescue ArgumentError
+          nil # the tier's answer for a value that is not a counter; the arguments above are valid
+        end
+      end
+
+      def key_matches?(key, matcher)
+        key = key.dup.force_encoding(Encoding::UTF_8)
+        key.force_encoding(Encoding::BINARY) unless key.valid_encoding?
+        key.match?(matcher)
+      rescue Encoding::CompatibilityError
+        false
+      end
+
+      def build_l1(options)
+        options = options.dup
+        unless options[:path]
+          namespace = @options[:namespace]
+          app = (namespace.is_a?(String) || namespace.is_a?(Symbol)) ? namespace.to_s : "app"
+          options[:path] = Strata::Tiers::SharedMemory.default_path(app)
+        end
+        raise ArgumentError, "StrataStore needs l1: {size: bytes} for its shared-memory table" unless options[:size]
+
+        Strata::Tiers::SharedMemory.new(**options)
+      end
+
+      # The one place a tier failure becomes a fallback (a miss, a false write): it is counted and
+      # reported, and the caller carries on.
+      def failsafe(fallback)
+        yield
+      rescue Strata::TierError, Strata::ValueTooLargeError => error
+        report_failure(error)
+        fallback
+      end
+
+      # Also the stack's on_error, called once per failed tier.
+      def report_failure(error, tier = nil)
+        tier ||= error.tier if error.respond_to?(:tier)
+        @failures.compute(error.class.name) { |count| (count || 0) + 1 }
+        logger&.error("StrataStore #{tier || "-"} #{error.class}: #{error.message}")
+        ActiveSupport.error_reporter&.report(error, handled: true, severity: :warning, source: SOURCE,
+          context: {tier: tier}.compact)
+      end
+    end
+  end
+end

@@ -1,0 +1,131 @@
+# frozen_string_literal: true
+
+require "zlib"
+require "active_support/cache"
+require "strata/entry"
+
+module ActiveSupport
+  module Cache
+    class StrataStore < Store
+      # Turns cache entries into Strata entry bytes (DESIGN section 2) and back. Strings (UTF-8,
+      # binary, US-ASCII) and nil are stored as they are; other values go through the serializer:
+      # Marshal, ActiveSupport's MessagePack serializer, or an object the app gives. An entry names
+      # its serializer, so a store reads entries written with Marshal or MessagePack whatever its own
+      # serializer is. Counters are bare ASCII decimal, as the tier's incr leaves them.
+      #
+      # Stateless after new; safe to share between threads.
+      class Codec
+        # What a counter looks like: bare decimal that fits a tier counter (unsigned 64-bit).
+        COUNTER = /\A(?:0|[1-9]\d{0,19})\z/
+        MAX_COUNTER = 2**64 - 1
+        # What serializers raise for a payload they can't rebuild (a class that is gone): a miss.
+        LOAD_ERRORS = [DeserializationError, ArgumentError, TypeError].freeze
+        MARSHAL_NAMES = [nil, :marshal_7_1, :marshal_7_0, :marshal_6_1, Marshal].freeze
+
+        # serializer: nil or a Marshal name Rails uses, :message_pack, or an object with dump and load.
+        # compressor: responds to deflate and inflate.
+        def initialize(serializer, compressor)
+          @serializer, @serializer_flag = resolve(serializer)
+          @compressor = compressor
+        end
+
+        # The entry bytes for entry. raw: store a counter-shaped value bare, so incr works on it.
+        # compress_threshold: compress payloads this large or larger; nil never compresses.
+        def dump(entry, raw, compress_threshold)
+          value = entry.value
+          if raw
+            value = value.to_s
+            return value if value.match?(COUNTER) && value.to_i <= MAX_COUNTER
+          end
+
+          if value.nil?
+            flags = Strata::Entry::NIL
+            payload = Strata::Entry::EMPTY
+          elsif value.instance_of?(String) && (flags = Strata::Entry.string_kind(value))
+            payload = value
+          else
+            flags = @serializer_flag
+            payload = @serializer.dump(value)
+          end
+
+          if compress_threshold && payload.bytesize >= compress_threshold
+            deflated = @compressor.deflate(payload)
+            if deflated.bytesize < payload.bytesize
+              payload = deflated
+              flags |= Strata::Entry::COMPRESSED
+            end
+          end
+
+          Strata::Entry.encode(payload, flags: flags, expires_at: Strata::Entry.milliseconds(entry.expires_at),
+            version: entry.version)
+        end
+
+        # The Entry in bytes, or nil when its payload can't be rebuilt. A counter is a String when
+        # read raw (as MemCacheStore gives it) and an Integer otherwise. Raises Strata::CorruptError
+        # for bytes that are neither an entry nor a counter.
+        def load(bytes, raw)
+          if Strata::Entry.counter?(bytes)
+            return Entry.new(raw ? String.new(bytes, encoding: Encoding::UTF_8) : bytes.to_i)
+          end
+
+          decoded = Strata::Entry.decode(bytes)
+          value = begin
+            load_value(decoded)
+          rescue *LOAD_ERRORS
+            return nil
+          end
+          version = decoded.version
+          expires_at = decoded.expires_at_seconds
+          # Most entries have neither; Entry.new without them is markedly cheaper.
+          return Entry.new(value) unless version || expires_at
+
+          Entry.new(value, version: version, expires_at: expires_at)
+        end
+
+        private
+
+        def load_value(decoded)
+          payload = decoded.payload
+          payload = inflate(payload) if decoded.compressed?
+          case decoded.kind
+          when Strata::Entry::NIL then nil
+          when Strata::Entry::SERIALIZED then serializer_for(decoded.serializer).load(payload)
+          else payload.force_encoding(decoded.string_encoding)
+          end
+        end
+
+        def inflate(payload)
+          @compressor.inflate(payload)
+        rescue Zlib::Error => error
+          raise Strata::CorruptError, "compressed payload: #{error.message}"
+        end
+
+        def serializer_for(flag)
+          case flag
+          when Strata::Entry::MARSHAL then Marshal
+          when Strata::Entry::MESSAGE_PACK then message_pack
+          when @serializer_flag then @serializer
+          else raise DeserializationError, "the entry was written with a serializer this store lacks"
+          end
+        end
+
+        def resolve(serializer)
+          return [Marshal, Strata::Entry::MARSHAL] if MARSHAL_NAMES.include?(serializer)
+          return [message_pack, Strata::Entry::MESSAGE_PACK] if serializer == :message_pack
+          raise ArgumentError, "unknown serializer #{serializer.inspect}" if serializer.is_a?(Symbol)
+          unless serializer.respond_to?(:dump) && serializer.respond_to?(:load)
+            raise ArgumentError, "a serializer must respond to dump and load"
+          end
+
+          [serializer, Strata::Entry::CUSTOM]
+        end
+
+        # Loaded on first use: the msgpack gem is optional.
+        def message_pack
+          require "active_support/message_pack"
+          ActiveSupport::MessagePack::CacheSerializer
+        end
+      end
+    end
+  end
+end

@@ -1,0 +1,184 @@
+# frozen_string_literal: true
+
+require "strata/errors"
+
+module Strata
+  # One cache entry as the byte string every tier stores (DESIGN section 2). The adapter encodes it
+  # once; tiers copy it around without parsing it; the adapter (and the stack, for expiry and
+  # dependency stamps) decodes it.
+  #
+  # Layout, integers little-endian:
+  #
+  #   offset 0   u8   MARKER, the format version. Never an ASCII digit: a tier's counters are bare
+  #                   ASCII decimal (memcached-style), so the first byte tells the two apart.
+  #   offset 1   u8   flags: COMPRESSED, the payload KIND, the SERIALIZER, VERSIONED
+  #   offset 2   u64  expires_at, unix milliseconds; 0 means never
+  #   offset 10  u16  version length, then the version bytes (UTF-8; present when VERSIONED)
+  #              u16  dependency stamp count, then count pairs of (u64 tag id, u64 tag version)
+  #              ...  payload, to the end of the string
+  #
+  # Decoding checks every length against the string before reading, so malformed bytes raise
+  # Strata::CorruptError and never read out of bounds.
+  class Entry
+    MARKER = 0xE1
+
+    # Flags, byte 1.
+    COMPRESSED = 0x01 # the payload went through the store's compressor
+    KIND_MASK = 0x0E # what the payload is, before compression:
+    SERIALIZED = 0x00 #   the value, dumped by the serializer named in SERIALIZER_MASK
+    NIL = 0x02 #          nil; the payload is empty
+    BINARY = 0x04 #       a String's bytes, ASCII-8BIT
+    UTF8 = 0x06 #         a String's bytes, UTF-8
+    ASCII = 0x08 #        a String's bytes, US-ASCII
+    SERIALIZER_MASK = 0x30
+    MARSHAL = 0x00
+    MESSAGE_PACK = 0x10
+    CUSTOM = 0x20 # the serializer object the store was configured with
+    VERSIONED = 0x40 # a version is present (it may be empty)
+    KNOWN_FLAGS = COMPRESSED | KIND_MASK | SERIALIZER_MASK | VERSIONED
+
+    STRING_KINDS = {
+      Encoding::BINARY => BINARY, Encoding::UTF_8 => UTF8, Encoding::US_ASCII => ASCII
+    }.freeze
+    KIND_ENCODINGS = STRING_KINDS.invert.freeze
+
+    MAX_VERSION_BYTES = 0xFFFF
+    MAX_STAMPS = 0xFFFF
+    NO_STAMPS = [].freeze
+
+    # Which flag bytes are well-formed: only known bits, a known kind and a known serializer.
+    VALID_FLAGS = Array.new(256) do |flags|
+      flags & ~KNOWN_FLAGS == 0 && (flags & KIND_MASK) <= ASCII && (flags & SERIALIZER_MASK) <= CUSTOM
+    end.freeze
+
+    VERSION_AT = 10
+    STAMPS_AT = 12 # when the version is empty
+    HEADER_BYTES = 14 # marker, flags, expires_at, version length, stamp count
+    PACK = "CCQ<S<a*S<a*"
+    EMPTY = "".b.freeze
+    DIGIT_0 = 0x30
+    DIGIT_9 = 0x39
+
+    class << self
+      # The entry bytes for payload (a String, any encoding; its bytes are copied).
+      # expires_at: unix milliseconds, 0 for never. stamps: [[tag_id, version], ...].
+      def encode(payload, flags: SERIALIZED, expires_at: 0, version: nil, stamps: NO_STAMPS)
+        if version
+          raise ArgumentError, "cache version is longer than #{MAX_VERSION_BYTES} bytes" if version.bytesize > MAX_VERSION_BYTES
+          flags |= VERSIONED
+        end
+        return [MARKER, flags, expires_at, version&.bytesize || 0, version || EMPTY, 0, payload].pack(PACK) if stamps.empty?
+
+        encode_with_stamps(payload, flags, expires_at, version, stamps)
+      end
+
+      # The decoded Entry, or Strata::CorruptError when bytes are not a well-formed entry.
+      def decode(bytes)
+        size = bytes.bytesize
+        raise CorruptError, "not a Strata entry" unless size >= HEADER_BYTES && bytes.getbyte(0) == MARKER
+
+        flags = bytes.getbyte(1)
+        raise CorruptError, "unknown entry flags #{flags}" unless VALID_FLAGS[flags]
+
+        at = STAMPS_AT + bytes.unpack1("S<", offset: VERSION_AT)
+        raise CorruptError, "entry version runs past the end" if at + 2 > size
+        version = bytes.byteslice(VERSION_AT + 2, at - VERSION_AT - 2).force_encoding(Encoding::UTF_8) if flags & VERSIONED != 0
+
+        stamps = NO_STAMPS
+        count = bytes.unpack1("S<", offset: at)
+        at += 2
+        if count > 0
+          raise CorruptError, "entry stamps run past the end" if at + count * 16 > size
+          stamps = bytes.unpack("Q<#{count * 2}", offset: at).each_slice(2).to_a.freeze
+          at += count * 16
+        end
+
+        new(bytes.byteslice(at, size - at), flags, bytes.unpack1("Q<", offset: 2), version, stamps)
+      end
+
+      # True when bytes start like an entry (as opposed to a counter or foreign data).
+      def entry?(bytes)
+        bytes.getbyte(0) == MARKER
+      end
+
+      # True when bytes are a tier counter: bare ASCII decimal, as incr/decr leave them.
+      def counter?(bytes)
+        first = bytes.getbyte(0)
+        !first.nil? && first >= DIGIT_0 && first <= DIGIT_9
+      end
+
+      # expires_at (unix ms, 0 = never) read straight from the header, without decoding the rest.
+      def expires_at(bytes)
+        raise CorruptError, "not a Strata entry" unless bytes.bytesize >= HEADER_BYTES && bytes.getbyte(0) == MARKER
+
+        bytes.unpack1("Q<", offset: 2)
+      end
+
+      # The payload kind for a String stored as its own bytes, or nil when its encoding has none.
+      def string_kind(string)
+        STRING_KINDS[string.encoding]
+      end
+
+      # Unix milliseconds for a Float/Integer of unix seconds (nil = never). Rounds up, so an entry
+      # never expires before the time it was given.
+      def milliseconds(seconds)
+        return 0 unless seconds
+
+        ms = (seconds * 1000).ceil
+        (ms < 1) ? 1 : ms
+      end
+
+      # The current wall-clock time in unix milliseconds; expiry outlives reboots (DESIGN section 5).
+      def now
+        Process.clock_gettime(Process::CLOCK_REALTIME, :millisecond)
+      end
+
+      private
+
+      def encode_with_stamps(payload, flags, expires_at, version, stamps)
+        raise ArgumentError, "an entry holds at most #{MAX_STAMPS} dependency stamps" if stamps.size > MAX_STAMPS
+
+        [MARKER, flags, expires_at, version&.bytesize || 0, version || EMPTY, stamps.size, *stamps.flatten, payload]
+          .pack("CCQ<S<a*S<Q<#{stamps.size * 2}a*")
+      end
+    end
+
+    attr_reader :payload, :flags, :expires_at, :version, :stamps
+
+    def initialize(payload, flags, expires_at, version, stamps)
+      @payload = payload
+      @flags = flags
+      @expires_at = expires_at
+      @version = version
+      @stamps = stamps
+    end
+
+    def compressed?
+      @flags & COMPRESSED != 0
+    end
+
+    # SERIALIZED, NIL, BINARY, UTF8 or ASCII.
+    def kind
+      @flags & KIND_MASK
+    end
+
+    # The Encoding of a String payload, or nil when the payload is not a plain String.
+    def string_encoding
+      KIND_ENCODINGS[@flags & KIND_MASK]
+    end
+
+    # MARSHAL, MESSAGE_PACK or CUSTOM; meaningful when kind is SERIALIZED.
+    def serializer
+      @flags & SERIALIZER_MASK
+    end
+
+    # expires_at as Float unix seconds, or nil for never.
+    def expires_at_seconds
+      (@expires_at == 0) ? nil : @expires_at / 1000.0
+    end
+
+    def expired?(now_ms = Entry.now)
+      @expires_at != 0 && @expires_at <= now_ms
+    end
+  end
+end

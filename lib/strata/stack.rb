@@ -1,0 +1,276 @@
+# frozen_string_literal: true
+
+require "strata/errors"
+require "strata/entry"
+
+module Strata
+  # An ordered list of tiers, top (fastest) first, used as one cache (DESIGN sections 1 and 4).
+  # It knows the tiers only through the Tier contract and moves entry bytes between them:
+  #
+  # - get reads through: the first tier that has the key answers, and the tiers above it are
+  #   backfilled with the entry's remaining time to live.
+  # - set and add write through, top to bottom.
+  # - delete and invalidate go bottom-up, so an upper tier is never refilled from a lower tier that
+  #   still holds the old value.
+  # - incr and decr run on the bottom-most tier with counters; the copies in other tiers are dropped.
+  #
+  # A tier that raises Strata::TierError is skipped for that call. The stack hands the error and the
+  # tier's name to on_error and goes on with the next tier; it never raises a TierError itself.
+  # Single-flight, leases and dependency checks (DESIGN section 4, steps 2-5) are not here yet.
+  #
+  # Thread and process safety are the tiers': the stack keeps no state that changes after new.
+  class Stack
+    NO_HITS = {}.freeze
+
+    # tiers: a Hash of name => tier, top first, e.g. {l1: shared_memory}.
+    # on_error: called as on_error.call(error, tier_name) for each tier failure; nil ignores them.
+    def initialize(tiers, on_error: nil)
+      raise ArgumentError, "a stack needs at least one tier" if tiers.empty?
+
+      @names = tiers.keys.freeze
+      @tiers = tiers.values.freeze
+      @on_error = on_error
+      @counters = @tiers.rindex { |tier| tier.capabilities[:counters] }
+    end
+
+    # The tier names, top first.
+    def tier_names
+      @names
+    end
+
+    # The tier called name, or nil.
+    def [](name)
+      index = @names.index(name)
+      index && @tiers[index]
+    end
+
+    # The entry bytes under key, or nil. When info (a Hash, e.g. an instrumentation payload) is
+    # given, info[:tier] is set to the name of the tier that answered, and info[:failed_tiers]
+    # lists the tiers that raised.
+    def get(key, info = nil)
+      index = 0
+      # Visits each tier at most once.
+      while index < @tiers.size
+        bytes = begin
+          @tiers[index].get(key)
+        rescue TierError => error
+          failed(error, index, info)
+          nil
+        end
+        if bytes
+          info[:tier] = @names[index] if info
+          backfill(key, bytes, index) if index > 0
+          return bytes
+        end
+        index += 1
+      end
+      nil
+    end
+
+    # A Hash of key => bytes for the keys found. info[:tier] names the lowest tier that answered.
+    def get_multi(keys, info = nil)
+      found = {}
+      missing = keys
+      @tiers.each_with_index do |tier, index|
+        break if missing.empty?
+
+        hits = begin
+          tier.get_multi(missing)
+        rescue TierError => error
+          failed(error, index, info)
+          NO_HITS
+        end
+        next if hits.empty?
+
+        info[:tier] = @names[index] if info
+        hits.each do |key, bytes|
+          found[key] = bytes
+          backfill(key, bytes, index) if index > 0
+        end
+        missing -= hits.keys if index + 1 < @tiers.size
+      end
+      found
+    end
+
+    # Store bytes in every tier, top to bottom. True when a tier stored it and none refused.
+    # A tier that refuses (or can't hold a value that large) has its old copy dropped, so it can't
+    # serve a stale value. Raises Strata::ValueTooLargeError when no tier could hold the value.
+    def set(key, bytes, ttl: nil)
+      stored = false
+      refused = false
+      too_large = nil
+      @tiers.each_with_index do |tier, index|
+        if tier.set(key, bytes, ttl: ttl)
+          stored = true
+        else
+          refused = true
+          failed(TierError.new("#{@names[index]} did not store the value", tier: @names[index]), index)
+          drop(key, index)
+        end
+      rescue ValueTooLargeError => error
+        too_large = error
+        drop(key, index)
+      rescue TierError => error
+        failed(error, index)
+      end
+      raise too_large if too_large && !stored
+
+      stored && !refused
+    end
+
+    # Store bytes only where key is absent, top to bottom. When a tier already holds key, the copies
+    # just added above it are dropped again and the answer is false.
+    def add(key, bytes, ttl: nil)
+      added = false
+      too_large = nil
+      @tiers.each_with_index do |tier, index|
+        if tier.add(key, bytes, ttl: ttl)
+          added = true
+        else
+          index.times { |above| drop(key, above) }
+          return false
+        end
+      rescue ValueTooLargeError => error
+        too_large = error
+        drop(key, index)
+      rescue TierError => error
+        failed(error, index)
+      end
+      raise too_large if too_large && !added
+
+      added
+    end
+
+    # Remove key from every tier, bottom-up. True if a tier held it.
+    def delete(key)
+      deleted = false
+      (@tiers.size - 1).downto(0) do |index|
+        deleted = true if @tiers[index].delete(key)
+      rescue TierError => error
+        failed(error, index)
+      end
+      deleted
+    end
+
+    # Mark key stale in every tier, bottom-up (tiers without stale copies delete it).
+    def invalidate(key)
+      (@tiers.size - 1).downto(0) do |index|
+        @tiers[index].invalidate(key)
+      rescue TierError => error
+        failed(error, index)
+      end
+      nil
+    end
+
+    # Add amount to the counter under key on the bottom-most tier with counters, then drop the
+    # copies in the other tiers. The new value, or nil (no counter tier, key absent without an
+    # initial, a value that isn't a counter, or a failure).
+    def incr(key, amount = 1, ttl: nil, initial: nil)
+      count(:incr, key, amount, ttl, initial)
+    end
+
+    # Like incr, subtracting; a tier counter never goes below zero.
+    def decr(key, amount = 1, ttl: nil, initial: nil)
+      count(:decr, key, amount, ttl, initial)
+    end
+
+    # Empty every tier, bottom-up. True when every tier was emptied.
+    def clear
+      cleared = true
+      (@tiers.size - 1).downto(0) do |index|
+        @tiers[index].clear
+      rescue TierError => error
+        cleared = false
+        failed(error, index)
+      end
+      cleared
+    end
+
+    # Drop expired entries from the tiers that can sweep themselves. The number removed.
+    def cleanup
+      removed = 0
+      @tiers.each_with_index do |tier, index|
+        removed += tier.cleanup if tier.respond_to?(:cleanup)
+      rescue TierError => error
+        failed(error, index)
+      end
+      removed
+    end
+
+    # The live keys of the tiers that can list theirs (a networked tier can't), without repeats.
+    def keys
+      listed = @tiers.each_with_index.flat_map do |tier, index|
+        tier.respond_to?(:keys) ? tier.keys : []
+      rescue TierError => error
+        failed(error, index)
+        []
+      end
+      (@tiers.size == 1) ? listed : listed.uniq
+    end
+
+    # name => the tier's stats, for the tiers that answer.
+    def stats
+      @tiers.each_with_index.with_object({}) do |(tier, index), all|
+        all[@names[index]] = tier.stats
+      rescue TierError => error
+        failed(error, index)
+      end
+    end
+
+    # Release every tier's files and connections.
+    def close
+      @tiers.each(&:close)
+      nil
+    end
+
+    private
+
+    def count(operation, key, amount, ttl, initial)
+      return nil unless @counters
+
+      value = begin
+        @tiers[@counters].public_send(operation, key, amount, ttl: ttl, initial: initial)
+      rescue TierError => error
+        failed(error, @counters)
+        nil
+      end
+      @tiers.each_index { |index| drop(key, index) unless index == @counters }
+      value
+    end
+
+    # Copy bytes found at tier index into the tiers above it, keeping the remaining time to live.
+    # Counters are not copied: only their own tier may change them.
+    def backfill(key, bytes, index)
+      return unless Entry.entry?(bytes)
+
+      expires_at = Entry.expires_at(bytes)
+      ttl = nil
+      if expires_at != 0
+        ttl = (expires_at - Entry.now) / 1000.0
+        return if ttl <= 0
+      end
+      index.times do |above|
+        @tiers[above].set(key, bytes, ttl: ttl)
+      rescue ValueTooLargeError
+        next
+      rescue TierError => error
+        failed(error, above)
+      end
+    rescue CorruptError
+      nil # the reader decodes these bytes too and reports them
+    end
+
+    # Best effort: a copy that can't be dropped is reported, not raised.
+    def drop(key, index)
+      @tiers[index].delete(key)
+    rescue TierError => error
+      failed(error, index)
+    end
+
+    def failed(error, index, info = nil)
+      name = @names[index]
+      (info[:failed_tiers] ||= []) << name if info
+      @on_error&.call(error, name)
+    end
+  end
+end

@@ -1,0 +1,184 @@
+# frozen_string_literal: true
+
+require "test_helper"
+require "strata/stack"
+require "support/locked_shard"
+require "support/waiting"
+
+# The stack over two real shared-memory tables: :top (small values only) above :bottom.
+class StackTest < Minitest::Test
+  include Strata::LockedShard
+  include Strata::Waiting
+
+  Entry = Strata::Entry
+
+  def run
+    Strata::TestSupport.with_tmpdir do |dir|
+      @top = Strata::Tiers::SharedMemory.new(path: File.join(dir, "top"), size: 1 << 20, segment_size: 8192,
+        lock_timeout: 0.01)
+      @bottom = Strata::Tiers::SharedMemory.new(path: File.join(dir, "bottom"), size: 4 << 20, lock_timeout: 0.01)
+      @errors = []
+      @stack = Strata::Stack.new({top: @top, bottom: @bottom}, on_error: ->(error, tier) { @errors << [error.class, tier] })
+      super
+    ensure
+      @top&.close
+      @bottom&.close
+    end
+  end
+
+  def entry(payload = "value", expires_at: 0)
+    Entry.encode(payload, flags: Entry::UTF8, expires_at: expires_at)
+  end
+
+  def test_a_key_in_no_tier_is_a_miss
+    info = {}
+
+    assert_nil @stack.get("key", info)
+    refute info.key?(:tier)
+  end
+
+  def test_the_top_tier_answers_first
+    @top.set("key", entry("top"))
+    @bottom.set("key", entry("bottom"))
+    info = {}
+
+    assert_equal entry("top"), @stack.get("key", info)
+    assert_equal :top, info[:tier]
+  end
+
+  def test_a_hit_below_backfills_the_tiers_above
+    @bottom.set("key", entry)
+    info = {}
+
+    assert_equal entry, @stack.get("key", info)
+    assert_equal :bottom, info[:tier]
+    assert_equal entry, @top.get("key")
+  end
+
+  def test_a_backfill_keeps_the_remaining_time_to_live
+    @bottom.set("key", entry(expires_at: Entry.now + 300))
+    @stack.get("key")
+
+    assert @top.get("key")
+    assert wait_until { @top.get("key").nil? }, "the backfilled copy should expire with the entry"
+  end
+
+  def test_an_expired_entry_is_not_backfilled
+    @bottom.set("key", entry(expires_at: Entry.now - 1_000))
+
+    assert @stack.get("key")
+    assert_nil @top.get("key")
+  end
+
+  def test_counters_are_not_backfilled
+    @bottom.incr("hits", 5, initial: 5)
+
+    assert_equal "5", @stack.get("hits")
+    assert_nil @top.get("hits")
+  end
+
+  def test_get_multi_reads_through_and_backfills
+    @top.set("a", entry("a"))
+    @bottom.set("b", entry("b"))
+    info = {}
+
+    assert_equal({"a" => entry("a"), "b" => entry("b")}, @stack.get_multi(%w[a b c], info))
+    assert_equal :bottom, info[:tier]
+    assert_equal entry("b"), @top.get("b")
+  end
+
+  def test_set_writes_every_tier
+    assert @stack.set("key", entry)
+
+    assert_equal entry, @top.get("key")
+    assert_equal entry, @bottom.get("key")
+  end
+
+  def test_a_value_too_large_for_the_top_is_stored_below_and_the_old_top_copy_dropped
+    @stack.set("key", entry("small"))
+    large = entry("x" * 20_000)
+
+    assert @stack.set("key", large)
+    assert_nil @top.get("key")
+    assert_equal large, @bottom.get("key")
+    assert_equal large, @stack.get("key")
+  end
+
+  def test_a_value_too_large_for_every_tier_raises_and_leaves_no_old_copy
+    @stack.set("key", entry("small"))
+
+    assert_raises(Strata::ValueTooLargeError) { @stack.set("key", entry("x" * 5_000_000)) }
+    assert_nil @stack.get("key")
+  end
+
+  def test_add_stores_only_when_no_tier_has_the_key
+    assert @stack.add("fresh", entry)
+    assert_equal entry, @top.get("fresh")
+    assert_equal entry, @bottom.get("fresh")
+
+    @bottom.set("below", entry("old"))
+    refute @stack.add("below", entry("new"))
+    assert_nil @top.get("below")
+    assert_equal entry("old"), @bottom.get("below")
+  end
+
+  def test_delete_removes_from_every_tier
+    @stack.set("key", entry)
+
+    assert @stack.delete("key")
+    assert_nil @top.get("key")
+    assert_nil @bottom.get("key")
+    refute @stack.delete("key")
+  end
+
+  def test_invalidate_removes_from_tiers_without_stale_copies
+    @stack.set("key", entry)
+    @stack.invalidate("key")
+
+    assert_nil @stack.get("key")
+  end
+
+  def test_counters_live_in_the_bottom_tier_and_copies_above_are_dropped
+    @top.set("hits", "1")
+
+    assert_equal 3, @stack.incr("hits", 3, initial: 3)
+    assert_nil @top.get("hits")
+    assert_equal "3", @bottom.get("hits")
+    assert_equal 1, @stack.decr("hits", 2)
+    assert_nil @stack.incr("missing")
+  end
+
+  def test_clear_cleanup_and_keys_cover_every_tier
+    @top.set("a", entry)
+    @bottom.set("b", entry)
+    @bottom.set("gone", entry, ttl: 0.05)
+
+    assert wait_until { @stack.cleanup >= 1 }
+    assert_equal %w[a b], @stack.keys.sort
+    @stack.clear
+    assert_empty @stack.keys
+  end
+
+  def test_stats_are_kept_per_tier
+    assert_equal %i[top bottom], @stack.stats.keys
+    assert_equal %i[top bottom], @stack.tier_names
+    assert_same @top, @stack[:top]
+  end
+
+  def test_a_failing_tier_is_skipped_and_reported
+    @stack.set("key", entry("old"))
+
+    with_shard_locked(@bottom, "key") do
+      refute @stack.set("key", entry("new")), "the bottom tier refused the write"
+      assert_nil @stack.incr("key")
+      @stack.delete("key")
+    end
+
+    assert_includes @errors, [Strata::RetryableError, :bottom]
+    assert_nil @top.get("key"), "the top copy is gone, so the old value is not served from it"
+  end
+
+  def test_a_stack_needs_a_tier
+    assert_raises(ArgumentError) { Strata::Stack.new({}) }
+  end
+end

@@ -1,0 +1,87 @@
+# frozen_string_literal: true
+
+require_relative "store_case"
+
+# A failing tier turns into a miss or a false write, and the error reaches ActiveSupport.error_reporter.
+class StrataStoreFailOpenTest < Strata::StoreCase
+  def setup
+    # A quick lock timeout keeps the failing writes short.
+    @store = build_store(l1: {lock_timeout: 0.01})
+  end
+
+  def test_corrupt_bytes_in_the_table_read_as_a_miss_and_are_reported
+    open_table.set(tier_key(store, "key"), "\xE1 not really an entry".b)
+
+    reports = capture_reports { assert_nil store.read("key") }
+
+    assert_equal 1, reports.size
+    report = reports.first
+    assert_kind_of Strata::CorruptError, report[:error]
+    assert report[:handled]
+    assert_equal :warning, report[:severity]
+    assert_equal "strata.cache", report[:source]
+  end
+
+  def test_bytes_written_by_something_else_read_as_a_miss
+    open_table.set(tier_key(store, "key"), "plain text from another program")
+
+    reports = capture_reports { assert_nil store.read("key") }
+
+    assert_kind_of Strata::CorruptError, reports.first[:error]
+  end
+
+  def test_fetch_recomputes_over_a_corrupt_entry
+    open_table.set(tier_key(store, "key"), "\xE1\x00".b)
+
+    capture_reports do
+      assert_equal "fresh", store.fetch("key") { "fresh" }
+    end
+    assert_equal "fresh", store.read("key")
+  end
+
+  def test_read_multi_skips_a_corrupt_entry
+    store.write("good", 1)
+    open_table.set(tier_key(store, "bad"), "\xE1".b)
+
+    reports = capture_reports { assert_equal({"good" => 1}, store.read_multi("good", "bad")) }
+
+    assert_equal 1, reports.size
+  end
+
+  def test_a_write_the_table_cannot_take_returns_false
+    store.write("key", "old")
+
+    reports = with_shard_locked(open_table, tier_key(store, "key")) do
+      capture_reports { refute store.write("key", "new") }
+    end
+
+    assert_equal [:l1], reports.map { |report| report[:context][:tier] }.uniq
+  end
+
+  def test_a_counter_the_table_cannot_change_is_nil_and_reported_with_its_tier
+    with_shard_locked(open_table, tier_key(store, "hits")) do
+      reports = capture_reports { assert_nil store.increment("hits") }
+
+      assert_kind_of Strata::RetryableError, reports.first[:error]
+      assert_equal({tier: :l1}, reports.first[:context])
+      assert_equal "strata.cache", reports.first[:source]
+    end
+  end
+
+  def test_a_delete_the_table_cannot_do_is_false_and_reported
+    store.write("key", "value")
+
+    with_shard_locked(open_table, tier_key(store, "key")) do
+      reports = capture_reports { refute store.delete("key") }
+
+      assert_equal 1, reports.size
+    end
+  end
+
+  def test_failures_are_counted
+    open_table.set(tier_key(store, "key"), "\xE1".b)
+    capture_reports { store.read("key") }
+
+    assert_equal 1, store.stats[:failures]["Strata::CorruptError"]
+  end
+end

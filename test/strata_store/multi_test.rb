@@ -1,0 +1,71 @@
+# frozen_string_literal: true
+
+require_relative "store_case"
+
+class StrataStoreMultiTest < Strata::StoreCase
+  def test_write_multi_then_read_multi
+    store.write_multi("a" => 1, "b" => "two", "c" => nil)
+
+    assert_equal({"a" => 1, "b" => "two", "c" => nil}, store.read_multi("a", "b", "c"))
+  end
+
+  def test_read_multi_leaves_out_missing_keys
+    store.write("a", 1)
+
+    assert_equal({"a" => 1}, store.read_multi("a", "missing"))
+    assert_equal({}, store.read_multi)
+  end
+
+  def test_read_multi_answers_under_the_names_it_was_given
+    store.write(:sym, 1)
+    store.write(%w[compound key], 2)
+
+    assert_equal({:sym => 1, %w[compound key] => 2}, store.read_multi(:sym, %w[compound key]))
+  end
+
+  def test_read_multi_skips_version_mismatches_and_expired_entries
+    store.write("current", 1, version: "v1")
+    store.write("stale", 2, version: "v1")
+    store.write("expiring", 3, expires_in: 60)
+
+    travel 61.seconds do
+      assert_equal({"current" => 1}, store.read_multi("current", "expiring", version: "v1"))
+    end
+    assert_equal({}, store.read_multi("stale", version: "v2"))
+  end
+
+  def test_write_multi_applies_options
+    store.write_multi({"a" => 1, "b" => 2}, expires_in: 60)
+
+    travel 61.seconds do
+      assert_equal({}, store.read_multi("a", "b"))
+    end
+  end
+
+  def test_fetch_multi_computes_only_the_misses
+    store.write("cached", "hit")
+    computed = []
+
+    result = store.fetch_multi("cached", "missing") do |name|
+      computed << name
+      "made #{name}"
+    end
+
+    assert_equal({"cached" => "hit", "missing" => "made missing"}, result)
+    assert_equal ["missing"], computed
+    assert_equal "made missing", store.read("missing")
+  end
+
+  def test_fetch_multi_with_skip_nil_does_not_store_nils
+    store.fetch_multi("nothing", skip_nil: true) { nil }
+
+    refute store.exist?("nothing")
+  end
+
+  def test_delete_multi_counts_what_it_removed
+    store.write_multi("a" => 1, "b" => 2)
+
+    assert_equal 2, store.delete_multi(%w[a b missing])
+    assert_equal({}, store.read_multi("a", "b"))
+  end
+end

@@ -1,0 +1,37 @@
+# frozen_string_literal: true
+
+require_relative "store_case"
+
+# The store's steady state must not bust Ruby's method or constant caches: no new classes, methods,
+# singleton classes or constants per call. RubyVM.stat counts each of those.
+class StrataStoreVmStatTest < Strata::StoreCase
+  OPERATIONS = 10_000
+
+  def test_mixed_operations_leave_ruby_vm_stat_unchanged
+    cache = build_store(namespace: "app")
+    workload(cache, 1_000) # warm every path: first calls fill inline caches and create shapes
+    before = RubyVM.stat
+
+    workload(cache, OPERATIONS)
+
+    assert_equal before, RubyVM.stat
+  end
+
+  private
+
+  def workload(cache, operations)
+    operations.times do |i|
+      key = "key#{i % 50}"
+      case i % 8
+      when 0 then cache.write(key, "value #{i}")
+      when 1 then cache.read(key)
+      when 2 then cache.fetch(key) { [i, "computed"] }
+      when 3 then cache.fetch("counter-#{i % 5}", raw: true) { i }
+      when 4 then cache.increment("counter-#{i % 5}")
+      when 5 then cache.delete(key)
+      when 6 then cache.read_multi(key, "key#{(i + 1) % 50}")
+      else cache.write(key, {i: i}, expires_in: 60, version: "v1")
+      end
+    end
+  end
+end
