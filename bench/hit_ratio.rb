@@ -35,11 +35,11 @@ module Strata
         keys = Array.new(o[:keys]) { |rank| "zipf:#{rank}" }
         trace = Zipf.new(n: o[:keys], skew: o[:skew], seed: o[:seed]).trace(o[:requests])
         store = Stores::StrataL1.new(@env, size: o[:table_bytes])
-        budget, source = budget(store)
+        budget = store.table.stats[:data_bytes]
         strata_hits = replay_strata(store.table, trace, keys, sizes)
         stats = store.table.stats
         lru_hits = replay_lru(LruModel.new(budget), trace, keys, sizes)
-        report(budget, source, strata_hits, lru_hits, stats)
+        report(budget, strata_hits, lru_hits, stats)
       ensure
         store&.close
       end
@@ -57,16 +57,6 @@ module Strata
       end
 
       private
-
-      # The table's data capacity when its stats report one; the whole file otherwise, which is
-      # generous to the model because the file also holds the index and headers.
-      def budget(store)
-        data = store.table.stats[:data_bytes]
-        return [data, "stats[:data_bytes] of the table"] if data.is_a?(Integer) && data.positive?
-        return [File.size(store.path), "the table's file size; stats have no :data_bytes"] if File.exist?(store.path)
-
-        [@options[:table_bytes], "the size asked for; stats have no :data_bytes and there is no file"]
-      end
 
       def replay_strata(table, trace, keys, sizes)
         bytes = Values.bytes(@options[:value_sizes].max)
@@ -89,7 +79,8 @@ module Strata
         end
       end
 
-      def report(budget, source, strata_hits, lru_hits, stats)
+      # budget: the table's data capacity (stats[:data_bytes]), which the LRU gets in full.
+      def report(budget, strata_hits, lru_hits, stats)
         o = @options
         requests = o[:requests].to_f
         strata_pct = 100 * strata_hits / requests
@@ -97,7 +88,7 @@ module Strata
         {
           keys: o[:keys], requests: o[:requests], skew: o[:skew], seed: o[:seed],
           value_sizes: "#{o[:value_sizes].min}..#{o[:value_sizes].max}", table_bytes: o[:table_bytes],
-          budget_bytes: budget, budget_source: source,
+          budget_bytes: budget, budget_source: "stats[:data_bytes] of the table",
           strata_l1_hit_pct: strata_pct, lru_hit_pct: lru_pct, ratio: lru_pct.zero? ? nil : strata_pct / lru_pct,
           strata_l1_evictions: stats[:evictions], strata_l1_entries: stats[:entries]
         }

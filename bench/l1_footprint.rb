@@ -10,9 +10,8 @@ module Strata
     # segment at a time), then reads every key back and counts the live entries:
     #   file:  (file size - key and value bytes of live entries) / live entries. This charges the
     #          index, item headers, and free space in partly compacted segments to the entries.
-    #   stats: (index bytes + item header bytes) / entries, from stats when they report those.
-    #          When they do not, the same figure is derived from stats[:slots] and the layout in
-    #          ext/strata/table.h (LAYOUT below), and labelled so.
+    #   stats: (index bytes + item header bytes) / entries. Stats report no such totals, so they
+    #          are derived from stats[:slots] and the layout in ext/strata/table.h (LAYOUT below).
     class L1Footprint
       DEFAULTS = {
         table_bytes: 4 * 1024 * 1024,
@@ -20,12 +19,8 @@ module Strata
         overfill: 2
       }.freeze
 
-      # Stats names that would give the metadata totals directly.
-      INDEX_STAT = :index_bytes
-      HEADER_STAT = :item_header_bytes
-
       # From ext/strata/table.h: the index is 64-byte buckets of 7 slots; each item has a 24-byte
-      # header. Only used while stats do not report the totals.
+      # header.
       LAYOUT = {bucket_bytes: 64, slots_per_bucket: 7, item_header_bytes: 24}.freeze
 
       def initialize(env, **options)
@@ -55,12 +50,10 @@ module Strata
 
       private
 
-      # Bounded: overfill x slots inserts, or one per 30 bytes of file when stats have no slots.
+      # Bounded: overfill x slots inserts.
       def fill(table)
         value = Values.bytes(30)
-        slots = table.stats[:slots]
-        count = slots ? @options[:overfill] * slots : @options[:table_bytes] / value.bytesize
-        Array.new(count) do |i|
+        Array.new(@options[:overfill] * table.stats[:slots]) do |i|
           key = "sb:#{@env.nonce}:hit_30b:k#{i}"
           table.set(key, value)
           key
@@ -81,7 +74,7 @@ module Strata
 
       def report(store, inserted, live, payload)
         stats = store.table.stats
-        file_size = File.exist?(store.path) ? File.size(store.path) : stats[:size].to_i
+        file_size = File.size(store.path)
         meta, source = metadata_per_entry(stats)
         {
           table_bytes: @options[:table_bytes], file_bytes: file_size, inserted: inserted, live_entries: live,
@@ -94,15 +87,10 @@ module Strata
       def metadata_per_entry(stats)
         entries = stats[:entries].to_i
         return [nil, "no live entries"] unless entries.positive?
-        if stats[INDEX_STAT] && stats[HEADER_STAT]
-          return [(stats[INDEX_STAT] + stats[HEADER_STAT]).to_f / entries,
-            "stats[:#{INDEX_STAT}] + stats[:#{HEADER_STAT}], over stats[:entries]"]
-        end
-        return [nil, "stats report neither metadata totals nor :slots"] unless stats[:slots]
 
         index = stats[:slots] * LAYOUT[:bucket_bytes] / LAYOUT[:slots_per_bucket]
         [(index + LAYOUT[:item_header_bytes] * entries).to_f / entries,
-          "stats have no #{INDEX_STAT}/#{HEADER_STAT}; derived: stats[:slots] x 64/7 B index " \
+          "stats have no index_bytes/item_header_bytes; derived: stats[:slots] x 64/7 B index " \
           "+ 24 B header per entry (table.h layout), over stats[:entries]"]
       end
     end

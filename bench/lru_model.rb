@@ -6,8 +6,6 @@ module Strata
     # order, so re-inserting on a hit makes the first entry the least recently used.
     # An entry costs its key bytes plus its value bytes, nothing else.
     class LruModel
-      attr_reader :bytes
-
       def initialize(budget_bytes)
         @budget = budget_bytes
         @sizes = {}
@@ -35,10 +33,6 @@ module Strata
           @bytes -= evicted
         end
         true
-      end
-
-      def size
-        @sizes.size
       end
     end
   end

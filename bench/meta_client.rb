@@ -5,7 +5,7 @@ require "socket"
 module Strata
   module Bench
     # The least a correct memcached meta-protocol client does, by hand, over one TCP socket with
-    # TCP_NODELAY: mg, ms, md, and a pipelined multi-get ended by mn. It is the yardstick for what
+    # TCP_NODELAY: mg, ms, and a pipelined multi-get ended by mn. It is the yardstick for what
     # the network and the server cost, without any client library's work. One server only; no
     # deadlines or reconnects (a bench client, not a production one).
     #
@@ -49,17 +49,6 @@ module Strata
         return false if line == "NS" || line.start_with?("SERVER_ERROR out of memory")
 
         bad_reply("ms", line)
-      end
-
-      # md <key>  ->  HD | NF
-      def delete(key)
-        check_key(key)
-        @socket.write("md #{key}\r\n")
-        line = read_line
-        return true if line == "HD"
-        return false if line == "NF"
-
-        bad_reply("md", line)
       end
 
       # One `mg <key> v k q` per key, then mn, in one write. q hides misses, k names the key of each

@@ -2,8 +2,8 @@
 
 module Strata
   module Bench
-    # Loads Strata's own code on demand. Those parts are written alongside the bench, so one that
-    # does not load yet makes its stores skip with the reason instead of stopping the run.
+    # Loads Strata's own code on demand, so a checkout where it does not load (the extension not
+    # compiled) skips the Strata stores with the reason instead of stopping the run.
     module StrataLoader
       @errors = {}
 

@@ -22,8 +22,6 @@ module Strata
       RUNNERS = {fetch: {1.0 => :fetch_hits, 0.5 => :fetch_half, 0.0 => :fetch_misses},
                  read_multi: :read_multis, write: :writes}.freeze
 
-      attr_reader :kase, :calls
-
       # prefix keeps keys of different runs and stores apart on shared servers.
       def initialize(kase, store, prefix:)
         @kase = kase

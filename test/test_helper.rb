@@ -13,10 +13,16 @@ module Strata
 
     module_function
 
-    # A private directory (mode 0700) for table files, removed after the block.
-    def with_tmpdir
+    # A new private directory (mode 0700) for table files; the caller removes it.
+    def private_tmpdir
       dir = Dir.mktmpdir("strata-test")
       File.chmod(0o700, dir)
+      dir
+    end
+
+    # A private directory (mode 0700) for table files, removed after the block.
+    def with_tmpdir
+      dir = private_tmpdir
       yield dir
     ensure
       FileUtils.remove_entry(dir) if dir && File.exist?(dir)

@@ -5,14 +5,26 @@ module Strata
     module Stores
       # The contract every benchmarked store implements: four calls over String keys and values.
       # Byte stores (a Hash, a socket, the L1 tier) inherit #fetch as read, else yield and write;
-      # Rails stores pass every call to their own API, serializer included.
+      # Rails stores subclass RailsCache, which passes every call to their own API.
       #
-      # To add a store: subclass Base in bench/stores/NAME.rb, set NAME, add it to Stores::ALL.
+      # To add a store: subclass Base (or RailsCache) in bench/stores/NAME.rb, set NAME, add it to
+      # Stores::ALL.
       class Base
         # Optional. nil when the store can run in env, else a one-line reason; it is then skipped
         # with that note. Called once per run, before any instance is made.
         def self.unavailable_reason(_env)
           nil
+        end
+
+        # For unavailable_reason: open, write, read back, close. Raises when the store does not work
+        # at all on this host.
+        def self.smoke_test(env)
+          store = new(env)
+          store.write("strata-bench:probe", "ok")
+          got = store.read("strata-bench:probe")
+          raise "read back #{got.inspect}" unless got == "ok"
+        ensure
+          store&.close
         end
 
         # Required. Open the store. env gives the scratch directory and the memcached servers.
@@ -47,10 +59,6 @@ module Strata
 
         # Optional. Release files and sockets; the instance is not used afterwards.
         def close
-        end
-
-        def name
-          self.class::NAME
         end
       end
     end

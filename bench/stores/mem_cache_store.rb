@@ -1,7 +1,6 @@
 # frozen_string_literal: true
 
-require_relative "base"
-require_relative "../active_support_setup"
+require_relative "rails_cache"
 require "active_support/cache/mem_cache_store"
 
 module Strata
@@ -9,7 +8,7 @@ module Strata
     module Stores
       # ActiveSupport::Cache::MemCacheStore (Dalli underneath) with Rails' defaults: a connection
       # pool, compression tried on values of 1 KiB and more. Every configured server is in its ring.
-      class MemCacheStore < Base
+      class MemCacheStore < RailsCache
         NAME = "mem_cache_store"
 
         def self.unavailable_reason(env)
@@ -19,22 +18,6 @@ module Strata
         def initialize(env)
           super
           @store = ActiveSupport::Cache::MemCacheStore.new(*env.memcached_servers)
-        end
-
-        def fetch(key, &block)
-          @store.fetch(key, &block)
-        end
-
-        def read(key)
-          @store.read(key)
-        end
-
-        def write(key, value)
-          @store.write(key, value)
-        end
-
-        def read_multi(keys)
-          @store.read_multi(*keys)
         end
       end
     end

@@ -20,15 +20,6 @@ module Strata
             StrataLoader.probe_error("opening a #{TABLE_BYTES >> 20} MiB table") { smoke_test(env) }
         end
 
-        # Open, write, read back, close: the table works at all on this host.
-        def self.smoke_test(env)
-          store = new(env)
-          store.write("strata-bench:probe", "ok")
-          raise "read back #{store.read("strata-bench:probe").inspect}" unless store.read("strata-bench:probe") == "ok"
-        ensure
-          store&.close
-        end
-
         attr_reader :table, :path
 
         def initialize(env, size: TABLE_BYTES)

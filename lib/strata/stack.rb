@@ -96,49 +96,27 @@ module Strata
     # A tier that refuses (or can't hold a value that large) has its old copy dropped, so it can't
     # serve a stale value. Raises Strata::ValueTooLargeError when no tier could hold the value.
     def set(key, bytes, ttl: nil)
-      stored = false
       refused = false
-      too_large = nil
-      @tiers.each_with_index do |tier, index|
-        if tier.set(key, bytes, ttl: ttl)
-          stored = true
-        else
-          refused = true
-          failed(TierError.new("#{@names[index]} did not store the value", tier: @names[index]), index)
-          drop(key, index)
-        end
-      rescue ValueTooLargeError => error
-        too_large = error
-        drop(key, index)
-      rescue TierError => error
-        failed(error, index)
-      end
-      raise too_large if too_large && !stored
+      stored = write_down(key) do |tier, index|
+        next true if tier.set(key, bytes, ttl: ttl)
 
+        refused = true
+        failed(TierError.new("#{@names[index]} did not store the value", tier: @names[index]), index)
+        drop(key, index)
+        false
+      end
       stored && !refused
     end
 
     # Store bytes only where key is absent, top to bottom. When a tier already holds key, the copies
     # just added above it are dropped again and the answer is false.
     def add(key, bytes, ttl: nil)
-      added = false
-      too_large = nil
-      @tiers.each_with_index do |tier, index|
-        if tier.add(key, bytes, ttl: ttl)
-          added = true
-        else
-          index.times { |above| drop(key, above) }
-          return false
-        end
-      rescue ValueTooLargeError => error
-        too_large = error
-        drop(key, index)
-      rescue TierError => error
-        failed(error, index)
-      end
-      raise too_large if too_large && !added
+      write_down(key) do |tier, index|
+        next true if tier.add(key, bytes, ttl: ttl)
 
-      added
+        index.times { |above| drop(key, above) }
+        return false
+      end
     end
 
     # Remove key from every tier, bottom-up. True if a tier held it.
@@ -224,6 +202,25 @@ module Strata
     end
 
     private
+
+    # Yields each tier top to bottom for a write; true when some tier's write returned true. A tier
+    # that can't hold a value that large has its old copy dropped; a tier that fails is reported
+    # and skipped. Raises Strata::ValueTooLargeError when no tier stored the value.
+    def write_down(key)
+      stored = false
+      too_large = nil
+      @tiers.each_with_index do |tier, index|
+        stored = true if yield(tier, index)
+      rescue ValueTooLargeError => error
+        too_large = error
+        drop(key, index)
+      rescue TierError => error
+        failed(error, index)
+      end
+      raise too_large if too_large && !stored
+
+      stored
+    end
 
     def count(operation, key, amount, ttl, initial)
       return nil unless @counters

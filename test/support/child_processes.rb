@@ -48,5 +48,30 @@ module Strata
         ChildProcesses.reap(pid, timeout)
       end
     end
+
+    # For a test that keeps its unreaped children in @pids (its teardown kills what is left) and sets
+    # DEADLINE. A pid leaves @pids once reaped, so teardown never signals a pid the kernel reused.
+    module TrackedChildren
+      include ChildProcesses
+
+      # Forks a child as ChildProcesses#fork_child does and tracks it.
+      def fork_tracked(&)
+        pid = fork_child(&)
+        @pids << pid
+        pid
+      end
+
+      # Its Process::Status, or nil if it did not exit within DEADLINE (it stays in @pids).
+      def reap_child(pid)
+        status = reap(pid, self.class::DEADLINE)
+        @pids.delete(pid) if status
+        status
+      end
+
+      # SIGKILLs and reaps every child still tracked.
+      def kill_tracked_children
+        @pids.each { |pid| kill_and_reap(pid, self.class::DEADLINE) }
+      end
+    end
   end
 end

@@ -37,8 +37,7 @@ class SharedMemoryFileTest < Minitest::Test
   end
 
   def setup
-    @dir = Dir.mktmpdir("strata-test")
-    File.chmod(0o700, @dir)
+    @dir = Strata::TestSupport.private_tmpdir
     @path = File.join(@dir, "file.strata")
   end
 

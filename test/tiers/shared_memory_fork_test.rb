@@ -6,20 +6,19 @@ require "support/child_processes"
 # The preload pattern of Puma and Unicorn: the parent opens the table and writes, then forks workers
 # that keep using the inherited handle (DESIGN section 5: fork-safe, nothing per-process goes stale).
 class SharedMemoryForkTest < Minitest::Test
-  include Strata::TestSupport::ChildProcesses
+  include Strata::TestSupport::TrackedChildren
 
   SIZE = 8 * 1024 * 1024
   DEADLINE = 20.0 # seconds for a child (and its own children) to exit
 
   def setup
     @pids = []
-    @dir = Dir.mktmpdir("strata-test")
-    File.chmod(0o700, @dir)
+    @dir = Strata::TestSupport.private_tmpdir
     @table = Strata::Tiers::SharedMemory.new(path: File.join(@dir, "fork.strata"), size: SIZE, lock_timeout: 2)
   end
 
   def teardown
-    @pids.each { |pid| kill_and_reap(pid, DEADLINE) }
+    kill_tracked_children
     @table.close
     FileUtils.remove_entry(@dir)
   end
@@ -89,24 +88,16 @@ class SharedMemoryForkTest < Minitest::Test
   # Forks a child running the block; it exits 0 unless a check fails or anything raises (the reason
   # goes to stderr). A grandchild it did not reap in time is killed as it exits.
   def fork_checked
-    pid = fork_child do
+    fork_tracked do
       @pids = []
       yield
       true
     ensure
-      @pids.each { |orphan| kill_and_reap(orphan, DEADLINE) }
+      kill_tracked_children
     end
-    @pids << pid
-    pid
   end
 
   def check(condition, what)
     raise "check failed: #{what}" unless condition
-  end
-
-  def reap_child(pid)
-    status = reap(pid, DEADLINE)
-    @pids.delete(pid) if status
-    status
   end
 end

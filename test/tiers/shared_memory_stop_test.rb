@@ -8,7 +8,7 @@ require "support/child_processes"
 # broken: writers on that shard give up after lock_timeout, readers and other shards go on, and only
 # the owner's death frees the lock (DESIGN section 5: robust mutexes, no lock timeout that "repairs").
 class SharedMemoryStopTest < Minitest::Test
-  include Strata::TestSupport::ChildProcesses
+  include Strata::TestSupport::TrackedChildren
 
   SIZE = 8 * 1024 * 1024
   SHARDS = 4
@@ -16,14 +16,13 @@ class SharedMemoryStopTest < Minitest::Test
 
   def setup
     @pids = []
-    @dir = Dir.mktmpdir("strata-test")
-    File.chmod(0o700, @dir)
+    @dir = Strata::TestSupport.private_tmpdir
     @path = File.join(@dir, "stop.strata")
     @table = open_table
   end
 
   def teardown
-    @pids.each { |pid| kill_child(pid) }
+    @pids.dup.each { |pid| kill_child(pid) } # kill_child removes from @pids
     @table&.close
     FileUtils.remove_entry(@dir)
   end
@@ -162,12 +161,6 @@ class SharedMemoryStopTest < Minitest::Test
     File.read("/proc/#{pid}/stat").split(") ").last.start_with?("T")
   end
 
-  def reap_child(pid)
-    status = reap(pid, DEADLINE)
-    @pids.delete(pid) if status
-    status
-  end
-
   def kill_child(pid)
     status = kill_and_reap(pid, DEADLINE)
     @pids.delete(pid) if status
@@ -175,9 +168,7 @@ class SharedMemoryStopTest < Minitest::Test
   end
 
   def assert_child_succeeds(&)
-    pid = fork_child(&)
-    @pids << pid
-    status = reap_child(pid)
+    status = reap_child(fork_tracked(&))
     assert status&.success?, "child check failed: #{status.inspect}"
   end
 

@@ -3,21 +3,29 @@
 require "test_helper"
 require "logger"
 require "stringio"
+require "support/child_processes"
+require "support/waiting"
 
 module Strata
   module Tiers
     # Behaviour of the L1 tier through its Ruby API. Robustness (fuzz, crash loop, SIGSTOP,
     # corrupt files) lives in the other shared_memory_*_test.rb files.
     class SharedMemoryTest < Minitest::Test
+      include Strata::TestSupport::TrackedChildren
+      include Strata::Waiting
+
       SIZE = 4 << 20
+      DEADLINE = 10.0 # seconds for a child to report or exit; a hang fails the test instead of stalling it
+      EXPIRY_WAIT = 2 # seconds a short TTL gets to run out
 
       def setup
-        @dir = Dir.mktmpdir("strata-shm-test")
-        File.chmod(0o700, @dir)
+        @dir = Strata::TestSupport.private_tmpdir
         @tables = []
+        @pids = []
       end
 
       def teardown
+        kill_tracked_children
         @tables.each(&:close)
         FileUtils.remove_entry(@dir)
       end
@@ -26,14 +34,14 @@ module Strata
         SharedMemory.new(path: File.join(@dir, name), size: size, **opts).tap { |t| @tables << t }
       end
 
-      # Polls block until it returns truthy, for at most timeout seconds.
-      def wait_until(timeout = 2)
-        deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + timeout
-        until (result = yield)
-          return false if Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
-          sleep 0.005
-        end
-        result
+      # A child's exit status, reaped within DEADLINE; nil if it is still running (teardown kills it).
+      def run_child(&)
+        reap_child(fork_tracked(&))
+      end
+
+      # Waits at most DEADLINE for io to become readable, so a child that hangs fails the test.
+      def wait_readable(io, what)
+        flunk "#{what}: nothing within #{DEADLINE}s" unless IO.select([io], nil, nil, DEADLINE)
       end
 
       def test_tier_contract_and_capabilities
@@ -124,7 +132,7 @@ module Strata
         assert t.set("never", "v", ttl: 0)
         assert t.set("nil", "v", ttl: nil)
         assert_equal "v", t.get("short")
-        assert wait_until { t.get("short").nil? }
+        assert wait_until(EXPIRY_WAIT) { t.get("short").nil? }
         assert_equal "v", t.get("long")
         assert_equal "v", t.get("never")
         assert_equal "v", t.get("nil")
@@ -137,7 +145,7 @@ module Strata
         refute t.add("k", "second")
         assert_equal "first", t.get("k")
         t.set("brief", "old", ttl: 0.02)
-        assert wait_until { t.get("brief").nil? }
+        assert wait_until(EXPIRY_WAIT) { t.get("brief").nil? }
         assert t.add("brief", "new")
         assert_equal "new", t.get("brief")
       end
@@ -194,20 +202,19 @@ module Strata
         t = table
         assert_equal 1, t.incr("c", initial: 1, ttl: 0.05)
         assert_equal 2, t.incr("c")
-        assert wait_until { t.get("c").nil? }
+        assert wait_until(EXPIRY_WAIT) { t.get("c").nil? }
       end
 
       def test_counters_are_atomic_across_processes
         t = table
         t.set("hits", "0")
         pids = 2.times.map do
-          fork do
+          fork_tracked do
             child = SharedMemory.new(path: t.path, size: SIZE)
             500.times { child.incr("hits") }
-            exit!(0)
           end
         end
-        pids.each { |pid| assert Process.wait2(pid).last.success? }
+        pids.each { |pid| assert reap_child(pid)&.success? }
         assert_equal "1000", t.get("hits")
       end
 
@@ -252,7 +259,7 @@ module Strata
         10.times { |i| t.set("k#{i}", "v") }
         t.set("brief", "v", ttl: 0.02)
         assert_equal 11, t.keys.size
-        assert wait_until { t.get("brief").nil? }
+        assert wait_until(EXPIRY_WAIT) { t.get("brief").nil? }
         assert_equal((0...10).map { |i| "k#{i}" }.sort, t.keys.sort)
         assert_equal 1, t.cleanup
         assert_equal 0, t.cleanup
@@ -297,16 +304,16 @@ module Strata
         t = table
         t.set("k", "v")
         reader, writer = IO.pipe
-        pid = fork do
+        pid = fork_tracked do
           reader.close
           t.get("k")
           writer.write(Marshal.dump(t.stats.slice(:sets, :hits)))
           writer.close
-          exit!(0)
         end
         writer.close
+        wait_readable(reader, "the child's stats")
         child = Marshal.load(reader.read) # rubocop:disable Security/MarshalLoad
-        Process.wait(pid)
+        reap_child(pid)
         assert_equal({sets: 0, hits: 1}, child)
         assert_equal 1, t.stats[:sets]
       end
@@ -316,11 +323,7 @@ module Strata
         b = table
         a.set("k", "from a")
         assert_equal "from a", b.get("k")
-        pid = fork do
-          SharedMemory.new(path: a.path, size: SIZE).set("child", "hello")
-          exit!(0)
-        end
-        Process.wait(pid)
+        run_child { SharedMemory.new(path: a.path, size: SIZE).set("child", "hello") }
         assert_equal "hello", a.get("child")
       end
 
@@ -414,28 +417,37 @@ module Strata
         key = "contended"
         shard = t._shard_for(key)
         reader, writer = IO.pipe
-        pid = fork do
+        release_r, release_w = IO.pipe
+        pid = fork_tracked do
           reader.close
+          release_w.close
           holder = SharedMemory.new(path: t.path, size: SIZE)
           holder._hold_shard_lock(shard)
           writer.write("held")
           writer.close
-          sleep 0.2
+          IO.select([release_r], nil, nil, DEADLINE) # until the parent closes its end, or it is gone
           holder._release_shard_lock(shard)
-          exit!(0)
         end
         writer.close
+        release_r.close
+        wait_readable(reader, "the lock holder")
         assert_equal "held", reader.read(4)
         ticks = 0
+        waiter = Thread.current
+        # The holder lets go only once this thread sees the writer blocked in C without the GVL
+        # (Thread#status "sleep"). A write that kept the GVL would starve this thread and time out.
         ticker = Thread.new do
           loop do
             ticks += 1
+            release_w.close if waiter.status == "sleep" && !release_w.closed?
             sleep 0.001
           end
         end
         assert t.set(key, "v" * 1000), "waits for the holder, then writes"
         ticker.kill
-        Process.wait(pid)
+        ticker.join
+        release_w.close unless release_w.closed?
+        reap_child(pid)
         assert_operator ticks, :>, 0, "other threads run while the writer waits"
         assert_equal "v" * 1000, t.get(key)
         assert_equal 0, t.stats[:lock_timeouts]
@@ -445,11 +457,7 @@ module Strata
         t = table
         t.set("k", "v")
         shard = t._shard_for("k")
-        pid = fork do
-          SharedMemory.new(path: t.path, size: SIZE)._hold_shard_lock(shard)
-          exit!(0)
-        end
-        Process.wait(pid)
+        run_child { SharedMemory.new(path: t.path, size: SIZE)._hold_shard_lock(shard) }
         assert t.set("k", "after")
         assert_equal "after", t.get("k")
         assert_equal 1, t.stats[:owner_died_recoveries]
