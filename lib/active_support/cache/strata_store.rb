@@ -3,12 +3,14 @@
 require "zlib"
 require "active_support"
 require "active_support/cache"
+require "active_support/core_ext/object/blank" # the base store's debug logging needs it
 require "active_support/digest"
 require "concurrent/map"
 require "strata"
 require "strata/entry"
 require "strata/stack"
 require "active_support/cache/strata_store/codec"
+require "active_support/cache/strata_store/unobserved_hits"
 
 module ActiveSupport
   module Cache
@@ -47,6 +49,7 @@ module ActiveSupport
       end
 
       prepend Strategy::LocalCache
+      prepend UnobservedHits
 
       # The Strata::Stack behind this store, for stats and tools.
       attr_reader :stack
@@ -118,9 +121,14 @@ module ActiveSupport
       # The hit path: explicit keywords and no detour through deserialize_entry, to allocate as
       # little as possible per read.
       def read_entry(key, event: nil, raw: false, **)
-        # With no local cache active the LocalCache layer would only pass the call down.
-        bytes = local_cache ? read_serialized_entry(key, event: event) : @stack.get(key, event)
+        bytes = read_bytes(key, event)
         bytes && failsafe(nil) { @codec.load(bytes, raw) }
+      end
+
+      # The stored bytes for key, through the local cache when one is active. With none active the
+      # LocalCache layer would only pass the call down.
+      def read_bytes(key, event)
+        local_cache ? read_serialized_entry(key, event: event) : @stack.get(key, event)
       end
 
       # Only read_entry and the LocalCache layer call this; raw is the layer's.

@@ -21,6 +21,8 @@ module ActiveSupport
         # What serializers raise for a payload they can't rebuild (a class that is gone): a miss.
         LOAD_ERRORS = [DeserializationError, ArgumentError, TypeError].freeze
         MARSHAL_NAMES = [nil, :marshal_7_1, :marshal_7_0, :marshal_6_1, Marshal].freeze
+        # live_value's answer when there is no value to return (nil is a value).
+        MISS = Object.new.freeze
 
         # serializer: nil or a Marshal name Rails uses, :message_pack, or an object with dump and load.
         # compressor: responds to deflate and inflate.
@@ -60,13 +62,10 @@ module ActiveSupport
             version: entry.version)
         end
 
-        # The Entry in bytes, or nil when its payload can't be rebuilt. A counter is a String when
-        # read raw (as MemCacheStore gives it) and an Integer otherwise. Raises Strata::CorruptError
+        # The Entry in bytes, or nil when its payload can't be rebuilt. Raises Strata::CorruptError
         # for bytes that are neither an entry nor a counter.
         def load(bytes, raw)
-          if Strata::Entry.counter?(bytes)
-            return Entry.new(raw ? String.new(bytes, encoding: Encoding::UTF_8) : bytes.to_i)
-          end
+          return Entry.new(counter_value(bytes, raw)) if Strata::Entry.counter?(bytes)
 
           decoded = Strata::Entry.decode(bytes)
           value = begin
@@ -82,7 +81,30 @@ module ActiveSupport
           Entry.new(value, version: version, expires_at: expires_at)
         end
 
+        # The value in bytes when the entry is live and not of another version, else MISS. The hit
+        # path needs nothing else, so it builds no Entry; expiry and version follow Entry#expired?
+        # and Entry#mismatched? (Time.now, so time helpers move both paths alike).
+        def live_value(bytes, raw, version)
+          return counter_value(bytes, raw) if Strata::Entry.counter?(bytes)
+
+          decoded = Strata::Entry.decode(bytes)
+          expires_at = decoded.expires_at_seconds
+          return MISS if expires_at && expires_at <= Time.now.to_f
+          return MISS if version && decoded.version && decoded.version != version
+
+          begin
+            load_value(decoded)
+          rescue *LOAD_ERRORS
+            MISS
+          end
+        end
+
         private
+
+        # Counters are a String when read raw (as MemCacheStore gives them), an Integer otherwise.
+        def counter_value(bytes, raw)
+          raw ? String.new(bytes, encoding: Encoding::UTF_8) : bytes.to_i
+        end
 
         def load_value(decoded)
           payload = decoded.payload

@@ -1,0 +1,92 @@
+# frozen_string_literal: true
+
+require_relative "store_case"
+require "logger"
+require "stringio"
+
+# The unwatched hit path must answer exactly as the instrumented base path does, and step aside
+# whenever someone could tell the difference.
+class StrataStoreUnobservedHitsTest < Strata::StoreCase
+  def test_unwatched_hits_return_the_stored_values
+    store.write("string", "text")
+    store.write("object", {a: [1, 2]})
+    store.write("nil", nil)
+
+    assert_equal "text", store.read("string")
+    assert_equal({a: [1, 2]}, store.fetch("object") { flunk "a hit must not run the block" })
+    assert_nil store.fetch("nil") { flunk "a cached nil is a hit" }
+    assert_equal "text", store.fetch("string", expires_in: 60) { flunk "a hit must not run the block" }
+  end
+
+  def test_a_hit_is_instrumented_as_soon_as_someone_subscribes
+    store.write("key", "value")
+    store.read("key")
+
+    reads = capture_events("cache_read.active_support") { store.read("key") }
+    fetch_hits = capture_events("cache_fetch_hit.active_support") { store.fetch("key") { "unused" } }
+
+    assert_equal [:l1], reads.map { |payload| payload[:tier] }
+    assert_equal ["key"], fetch_hits.map { |payload| payload[:key] }
+  end
+
+  def test_a_debug_logger_sees_every_read
+    output = StringIO.new
+    store.write("key", "value")
+    with_cache_logger(Logger.new(output, level: :debug)) { store.read("key") }
+
+    assert_match(/Cache read: key/, output.string)
+  end
+
+  def test_versions_and_namespaces_are_honoured
+    store.write("key", "v1", version: 1)
+    store.write("key", "elsewhere", namespace: "other")
+
+    assert_equal "v1", store.read("key", version: 1)
+    assert_nil store.read("key", version: 2)
+    assert_equal "elsewhere", store.read("key", namespace: "other")
+    assert_equal "recomputed", store.fetch("key", version: 2) { "recomputed" }
+  end
+
+  def test_expired_entries_take_the_base_path
+    store.write("key", "old", expires_in: 60)
+    travel 61 do
+      assert_nil store.read("key")
+      assert_equal "new", store.fetch("key") { "new" }
+    end
+  end
+
+  def test_force_always_runs_the_block
+    store.write("key", "cached")
+
+    assert_equal "forced", store.fetch("key", force: true) { "forced" }
+    assert_equal "forced", store.read("key")
+  end
+
+  def test_hits_go_through_an_active_local_cache
+    store.write("key", "value")
+    store.with_local_cache do
+      assert_equal "value", store.read("key")
+      open_table.delete(tier_key(store, "key"))
+      assert_equal "value", store.fetch("key") { flunk "the local cache holds the value" }
+    end
+  end
+
+  def test_corrupt_bytes_are_reported_once_and_read_as_a_miss
+    open_table.set(tier_key(store, "key"), "\xE1 not an entry".b)
+
+    reports = capture_reports { assert_nil store.read("key") }
+
+    assert_equal 1, reports.size
+    assert_kind_of Strata::CorruptError, reports.first[:error]
+  end
+
+  private
+
+  def with_cache_logger(logger)
+    previous = ActiveSupport::Cache::Store.logger
+    ActiveSupport::Cache::Store.logger = logger
+    yield
+  ensure
+    ActiveSupport::Cache::Store.logger = previous
+  end
+end
