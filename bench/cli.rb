@@ -17,8 +17,9 @@ require_relative "svg_plot"
 
 module Strata
   module Bench
-    # bin/bench: parses options, runs the matrix, prints the table, then the L1 reports, and writes
-    # JSON and charts when asked. Progress and notes go to stderr, results to stdout.
+    # bin/bench: parses options, runs the L1 reports and the matrix, prints the table, then the
+    # reports, and writes JSON and charts when asked. Progress and notes go to stderr, results to
+    # stdout.
     class CLI
       # Extra reports tied to strata_l1; they run when strata_l1 is selected and loads.
       EXTRAS = {two_process: MultiProcess, hit_ratio: HitRatio, l1_footprint: L1Footprint}.freeze
@@ -84,11 +85,14 @@ module Strata
         @out.puts header(meta)
         # Progress goes to stderr as it happens; keep stdout in step when both go to one log.
         @out.flush
+        # The reports run before the matrix, so the processes the two-process report forks start
+        # from a small heap rather than copy-on-write faulting through one the matrix grew.
+        extras = (options[:reports] && stores.include?(Stores::StrataL1)) ? run_extras(env, options) : {}
         results = Runner.new(env, **timing, progress: @err).run(cases, stores)
         @out.puts
         @out.print Report.new(results, case_names: cases.map(&:name), store_names: stores.map { |s| s::NAME },
           skipped: skipped).render
-        extras = (options[:reports] && stores.include?(Stores::StrataL1)) ? run_extras(env, options) : {}
+        print_extras(extras)
         write_outputs(options, cases, results, skipped, extras, meta)
       end
 
@@ -113,9 +117,14 @@ module Strata
           rescue => e
             {error: "#{e.class}: #{e.message.lines.first&.strip}"}
           end
-          @out.puts
-          @out.puts(section[:error] ? "#{name}: failed (#{section[:error]})" : report_class.lines(section))
           [name, section]
+        end
+      end
+
+      def print_extras(extras)
+        extras.each do |name, section|
+          @out.puts
+          @out.puts(section[:error] ? "#{name}: failed (#{section[:error]})" : EXTRAS.fetch(name).lines(section))
         end
       end
 
