@@ -158,7 +158,8 @@ static uint64_t ttl_ms_of(VALUE ttl)
 static uint64_t u64_of(VALUE v, const char *name)
 {
     if (!RB_INTEGER_TYPE_P(v)) rb_raise(rb_eTypeError, "%s must be an Integer", name);
-    if (RTEST(rb_funcall(v, '<', 1, INT2FIX(0)))) rb_raise(rb_eArgError, "%s must be >= 0", name);
+    /* The sign is read, not asked for: no Ruby method runs while a caller may hold a handle. */
+    if (FIXNUM_P(v) ? FIX2LONG(v) < 0 : RBIGNUM_NEGATIVE_P(v)) rb_raise(rb_eArgError, "%s must be >= 0", name);
     return NUM2ULL(v);
 }
 
@@ -314,7 +315,7 @@ static VALUE shm_delete(VALUE self, VALUE key)
 
 static VALUE shm_counter(int argc, VALUE *argv, VALUE self, strata_op op)
 {
-    shm *s = shm_open_handle(self);
+    shm *s;
     VALUE key, amount, opts, kw[2];
     ID ids[2];
     strata_write_req req = {0};
@@ -336,6 +337,7 @@ static VALUE shm_counter(int argc, VALUE *argv, VALUE self, strata_op op)
             req.initial = u64_of(kw[1], "initial");
         }
     }
+    s = shm_open_handle(self); /* after every argument conversion, which may run Ruby code */
     st = shm_write(s, &req);
     RB_GC_GUARD(key);
     switch (st) {
@@ -405,11 +407,13 @@ static VALUE shm_get_with_cas(VALUE self, VALUE key)
 /* get_multi(keys): {key => bytes} for the keys found */
 static VALUE shm_get_multi(VALUE self, VALUE keys)
 {
-    shm *s = shm_open_handle(self);
     VALUE found = rb_hash_new();
     long n;
+    shm *s;
 
+    /* to_ary is the caller's code and may close the table: take the handle after it. */
     keys = rb_convert_type(keys, T_ARRAY, "Array", "to_ary");
+    s = shm_open_handle(self);
     n = RARRAY_LEN(keys);
     /* Bound: one lookup per key. */
     for (long i = 0; i < n; i++) {

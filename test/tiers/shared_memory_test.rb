@@ -340,6 +340,20 @@ module Strata
         assert_equal "v", table.get("k"), "closing one handle leaves the file"
       end
 
+      # Argument conversion runs the caller's code; a table it closes must give an error, not
+      # a dangling handle.
+      def test_closed_while_converting_arguments
+        t = table
+        t.set("k", "v")
+        keys = Object.new
+        keys.define_singleton_method(:to_ary) do
+          t.close
+          ["k"]
+        end
+        error = assert_raises(Strata::Error) { t.get_multi(keys) }
+        assert_equal "closed", error.message
+      end
+
       def test_path_size_and_file_mode
         t = table("sub/dir/t.l1")
         assert_equal File.join(@dir, "sub/dir/t.l1"), t.path
