@@ -1,0 +1,212 @@
+# frozen_string_literal: true
+
+require "strata/meta/errors"
+
+module Strata
+  module Meta
+    # Request bytes for memcached's meta commands. Pure: no sockets, no state. One function per
+    # command and one keyword per protocol flag (memcached 1.6.18 protocol.txt). Each function
+    # returns a new ASCII-8BIT String ending in "\r\n", ready to write.
+    #
+    # Keys. A key of 1..250 bytes with no space or control byte is sent as is. Any other key is sent
+    # base64-encoded with the `b` flag; the server decodes it, so both spellings name the same item.
+    # memcached applies its 250-byte limit to the key token as sent, so a key whose base64 form is
+    # longer than 250 bytes (a raw key over 186 bytes) raises ArgumentError; the adapter digests
+    # long keys before they reach this module.
+    #
+    # Numbers are checked to be Integers in range before they are written, so no argument can add
+    # a token or a line to the request.
+    module Request
+      # memcached's KEY_MAX_LENGTH, checked on the key token (base64 form included).
+      MAX_KEY_BYTES = 250
+      # 1.6.18 answers "CLIENT_ERROR opaque token too long" at 32 bytes, though the text says
+      # "up to 32".
+      MAX_OPAQUE_BYTES = 31
+      # Space and control bytes end or corrupt a token: such keys go base64, such opaques raise.
+      UNSAFE_TOKEN_BYTE = /[\x00-\x20\x7f]/n
+
+      # Item TTLs are 32-bit signed on the server; a negative TTL expires the item at once.
+      TTL_RANGE = (-(2**31)..(2**31 - 1))
+      CAS_RANGE = (0..(2**64 - 1))
+      # The F token is a 32-bit unsigned number; 1.6.18 silently truncates larger ones.
+      CLIENT_FLAGS_RANGE = (0..(2**32 - 1))
+      # ma deltas and initial values are unsigned 64-bit.
+      COUNTER_RANGE = (0..(2**64 - 1))
+      VALUE_BYTESIZE_RANGE = (0..(2**31 - 1))
+
+      CRLF = "\r\n".b.freeze
+      BASE64_FLAG = " b"
+      MN = "mn\r\n".b.freeze
+
+      # ms M<token> modes. :add is "E" in the protocol (not to be confused with the E flag,
+      # which 1.6.18 lacks).
+      MS_MODES = {set: " MS", add: " ME", replace: " MR", append: " MA", prepend: " MP"}.freeze
+      # ma M<token> modes; increment is the server's default, so it adds no bytes.
+      MA_MODES = {incr: "", decr: " MD"}.freeze
+
+      module_function
+
+      # Meta get: "mg <key> <flags>*\r\n".
+      #
+      # Reply flags asked for: value (v: VA <len> with a data block instead of HD), flags (f),
+      # cas (c), ttl_remaining (t, -1 when none), size (s), return_key (k), hit_before (h),
+      # last_access (l). no_bump (u) leaves the LRU, hit and access time alone.
+      # Item changes: lease_ttl (N<ttl>: on a miss create an empty item with this TTL and answer W
+      # to this caller, Z to later ones), recache_ttl (R<ttl>: answer W when the remaining TTL is
+      # below this), touch_ttl (T<ttl>: set the TTL on a hit).
+      # opaque (O) is echoed back; quiet (q) suppresses the EN of a miss (hits still answer).
+      def mg(key, value: true, flags: true, cas: true, ttl_remaining: false, size: false, return_key: false,
+        hit_before: false, last_access: false, no_bump: false, lease_ttl: nil, recache_ttl: nil, touch_ttl: nil,
+        opaque: nil, quiet: false)
+        buf = String.new("mg ", encoding: Encoding::BINARY, capacity: 64)
+        buf << BASE64_FLAG if append_key(buf, key)
+        buf << " v" if value
+        buf << " f" if flags
+        buf << " c" if cas
+        buf << " t" if ttl_remaining
+        buf << " s" if size
+        buf << " k" if return_key
+        buf << " h" if hit_before
+        buf << " l" if last_access
+        buf << " u" if no_bump
+        append_number(buf, " N", lease_ttl, TTL_RANGE, :lease_ttl) unless lease_ttl.nil?
+        append_number(buf, " R", recache_ttl, TTL_RANGE, :recache_ttl) unless recache_ttl.nil?
+        append_number(buf, " T", touch_ttl, TTL_RANGE, :touch_ttl) unless touch_ttl.nil?
+        append_opaque(buf, opaque) unless opaque.nil?
+        buf << " q" if quiet
+        buf << CRLF
+      end
+
+      # Meta set header: "ms <key> <datalen> <flags>*\r\n".
+      #
+      # Only the header is built, so a value goes to the socket without being copied into the
+      # request. The caller writes, in order: this header, exactly value_bytesize bytes of value,
+      # then CRLF. The server reads the data block by length, so the value may hold any bytes.
+      #
+      # ttl (T, 0 = no expiry), flags (F, client flags stored with the item, 0 when absent),
+      # cas (C: store only if the item's CAS matches; EX otherwise, NF when missing),
+      # invalidate (I, with cas: a CAS older than the item's is accepted but the item is marked
+      # stale), mode (M: :set, :add, :replace, :append, :prepend; :add/:replace answer NS when the
+      # item is present/absent), return_cas (c), return_key (k), opaque (O), quiet (q: hides HD).
+      def ms_header(key, value_bytesize, ttl: nil, flags: nil, cas: nil, invalidate: false, mode: nil,
+        return_cas: false, return_key: false, opaque: nil, quiet: false)
+        buf = String.new("ms ", encoding: Encoding::BINARY, capacity: 64)
+        base64 = append_key(buf, key)
+        append_number(buf, " ", value_bytesize, VALUE_BYTESIZE_RANGE, :value_bytesize)
+        buf << BASE64_FLAG if base64
+        append_number(buf, " T", ttl, TTL_RANGE, :ttl) unless ttl.nil?
+        append_number(buf, " F", flags, CLIENT_FLAGS_RANGE, :flags) unless flags.nil?
+        append_number(buf, " C", cas, CAS_RANGE, :cas) unless cas.nil?
+        if invalidate
+          # Without C the server ignores I; a caller passing it alone has a bug.
+          raise ArgumentError, "invalidate: needs cas:" if cas.nil?
+
+          buf << " I"
+        end
+        buf << MS_MODES.fetch(mode) { raise ArgumentError, "unknown ms mode #{mode.inspect}" } unless mode.nil?
+        buf << " c" if return_cas
+        buf << " k" if return_key
+        append_opaque(buf, opaque) unless opaque.nil?
+        buf << " q" if quiet
+        buf << CRLF
+      end
+
+      # Meta delete: "md <key> <flags>*\r\n".
+      #
+      # invalidate (I) keeps the item but marks it stale and bumps its CAS: the next mg sees X and
+      # W, later ones X and Z. ttl (T) sets the TTL of the stale item, the grace it may be served
+      # for; the server honours it only with I. cas (C) deletes only on a match (EX otherwise).
+      # return_key (k), opaque (O), quiet (q: hides HD).
+      def md(key, invalidate: false, ttl: nil, cas: nil, return_key: false, opaque: nil, quiet: false)
+        buf = String.new("md ", encoding: Encoding::BINARY, capacity: 48)
+        buf << BASE64_FLAG if append_key(buf, key)
+        buf << " I" if invalidate
+        unless ttl.nil?
+          raise ArgumentError, "ttl: needs invalidate: true (the server ignores T otherwise)" unless invalidate
+
+          append_number(buf, " T", ttl, TTL_RANGE, :ttl)
+        end
+        append_number(buf, " C", cas, CAS_RANGE, :cas) unless cas.nil?
+        buf << " k" if return_key
+        append_opaque(buf, opaque) unless opaque.nil?
+        buf << " q" if quiet
+        buf << CRLF
+      end
+
+      # Meta arithmetic: "ma <key> <flags>*\r\n".
+      #
+      # delta (D, default 1, omitted when 1), mode (:incr, or :decr which stops at 0),
+      # vivify_ttl (N<ttl>: on a miss create the item with this TTL instead of answering NF),
+      # initial (J: the value a created item starts at, default 0; needs vivify_ttl), ttl (T: set
+      # the TTL on success), cas (C), return_value (v: VA <len> with the number as the data block),
+      # return_ttl (t), return_cas (c), opaque (O; works on 1.6.18 though its text omits it for ma),
+      # quiet (q: hides HD; NF, NS and EX still answer).
+      def ma(key, delta: 1, mode: :incr, vivify_ttl: nil, initial: nil, ttl: nil, cas: nil, return_value: true,
+        return_ttl: false, return_cas: false, opaque: nil, quiet: false)
+        buf = String.new("ma ", encoding: Encoding::BINARY, capacity: 64)
+        buf << BASE64_FLAG if append_key(buf, key)
+        buf << MA_MODES.fetch(mode) { raise ArgumentError, "unknown ma mode #{mode.inspect}" }
+        append_number(buf, " D", delta, COUNTER_RANGE, :delta) unless delta == 1
+        append_number(buf, " N", vivify_ttl, TTL_RANGE, :vivify_ttl) unless vivify_ttl.nil?
+        unless initial.nil?
+          # The protocol defines J only together with N.
+          raise ArgumentError, "initial: needs vivify_ttl:" if vivify_ttl.nil?
+
+          append_number(buf, " J", initial, COUNTER_RANGE, :initial)
+        end
+        append_number(buf, " T", ttl, TTL_RANGE, :ttl) unless ttl.nil?
+        append_number(buf, " C", cas, CAS_RANGE, :cas) unless cas.nil?
+        buf << " v" if return_value
+        buf << " t" if return_ttl
+        buf << " c" if return_cas
+        append_opaque(buf, opaque) unless opaque.nil?
+        buf << " q" if quiet
+        buf << CRLF
+      end
+
+      # Meta no-op: "mn\r\n". The server answers MN once every earlier command on the connection
+      # has answered, which ends a pipeline of quiet commands.
+      def mn
+        MN.dup
+      end
+
+      # Appends the key token; returns true when it went base64 (the caller then adds " b").
+      def append_key(buf, key)
+        raise ArgumentError, "key must be a non-empty String, got #{key.inspect}" unless key.is_a?(String) && !key.empty?
+
+        bytes = (key.encoding == Encoding::BINARY) ? key : key.b
+        if bytes.bytesize <= MAX_KEY_BYTES && !UNSAFE_TOKEN_BYTE.match?(bytes)
+          buf << bytes
+          return false
+        end
+
+        encoded = [bytes].pack("m0")
+        if encoded.bytesize > MAX_KEY_BYTES
+          raise ArgumentError,
+            "key of #{bytes.bytesize} bytes is too long: its base64 form is #{encoded.bytesize} bytes " \
+            "and memcached accepts #{MAX_KEY_BYTES}"
+        end
+        buf << encoded
+        true
+      end
+
+      def append_number(buf, prefix, value, range, name)
+        raise ArgumentError, "#{name} must be an Integer in #{range}, got #{value.inspect}" unless value.is_a?(Integer) && range.cover?(value)
+
+        buf << prefix << value.to_s
+      end
+
+      def append_opaque(buf, opaque)
+        token = opaque.is_a?(Integer) ? opaque.to_s : opaque
+        unless token.is_a?(String) && token.bytesize <= MAX_OPAQUE_BYTES && !UNSAFE_TOKEN_BYTE.match?(token.b)
+          raise ArgumentError, "opaque must be an Integer or a String of at most #{MAX_OPAQUE_BYTES} bytes " \
+            "with no space or control byte, got #{opaque.inspect}"
+        end
+
+        buf << " O" << token.b
+      end
+
+      private_class_method :append_key, :append_number, :append_opaque
+    end
+  end
+end

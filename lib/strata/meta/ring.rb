@@ -1,0 +1,138 @@
+# frozen_string_literal: true
+
+require "digest/md5"
+require "strata/errors"
+
+module Strata
+  module Meta
+    # Decides which memcached server holds a key: ketama-style consistent hashing over weighted
+    # servers, plus a record of servers marked down. It opens no sockets.
+    #
+    # Each server gets points_per_weight * weight points on a 32-bit circle. The points come from
+    # MD5("host:port-i"), four little-endian 32-bit words per digest, so every process (and every
+    # client built the same way) lays out the same circle: there is no seed. A key hashes to the
+    # first four bytes of its MD5 and belongs to the first point at or after it, wrapping at the top.
+    # Adding or removing one of n servers moves about 1/n of the keys.
+    #
+    # Down servers: #mark_down records until when a server is skipped. Its keys are not rehashed
+    # for good; #route sends them to a gutter, the next distinct up server clockwise, and says so,
+    # so the caller stores them there with a short TTL. Once retry_after has passed, #route returns
+    # the server again and the caller tries it (marking it down again if it still fails).
+    #
+    # Concurrency: the circle is immutable after #initialize; the down list is guarded by a mutex,
+    # so one Ring may be shared by every thread of a process.
+    class Ring
+      DEFAULTS = {
+        # Points on the circle per unit of weight (ketama uses 160: 40 digests of 4 points each).
+        points_per_weight: 160,
+        # Seconds a server stays down after #mark_down when the caller gives no retry_after.
+        retry_after: 1.0,
+        # Returns the current time in seconds; monotonic so that clock changes can't revive or bury a
+        # server. Tests inject their own.
+        clock: -> { Process.clock_gettime(Process::CLOCK_MONOTONIC) }
+      }.freeze
+
+      # Points per MD5 digest: 16 bytes read as four 32-bit words.
+      POINTS_PER_DIGEST = 4
+
+      # Server names ("host:port") in the order given.
+      attr_reader :servers
+
+      # servers: "host:port" or "host:port:weight" strings (weight a positive integer, default 1).
+      # options: see DEFAULTS; keys it does not own are ignored.
+      def initialize(servers, **options)
+        own = DEFAULTS.merge(options.slice(*DEFAULTS.keys))
+        @retry_after = own.fetch(:retry_after)
+        @clock = own.fetch(:clock)
+        weights = parse(servers)
+        @servers = weights.keys.freeze
+        @points, @owners = build(weights, own.fetch(:points_per_weight))
+        @down_until = {}
+        @lock = Mutex.new
+      end
+
+      # The server that holds key, whether or not it is up.
+      def server_for(key)
+        @owners[index_for(key)]
+      end
+
+      # [server, :primary] when the key's server is up, else [gutter, :gutter] where gutter is the
+      # next distinct up server clockwise. Raises TierError when no server is up.
+      def route(key)
+        index = index_for(key)
+        primary = @owners[index]
+        return [primary, :primary] if up?(primary)
+
+        # bound: visits each point at most once
+        (1...@points.size).each do |step|
+          candidate = @owners[(index + step) % @points.size]
+          return [candidate, :gutter] if candidate != primary && up?(candidate)
+        end
+        raise TierError.new("no memcached server is up (#{@servers.join(", ")})", tier: :l2)
+      end
+
+      # Skips server for retry_after seconds from now. Marking it again extends the wait.
+      def mark_down(server, retry_after: @retry_after)
+        raise ArgumentError, "unknown server #{server.inspect}" unless @servers.include?(server)
+
+        until_time = @clock.call + retry_after
+        @lock.synchronize { @down_until[server] = until_time }
+        nil
+      end
+
+      # False while server is marked down; true again once its retry_after has passed.
+      def up?(server)
+        @lock.synchronize do
+          until_time = @down_until[server]
+          return true unless until_time
+          return false if @clock.call < until_time
+
+          @down_until.delete(server)
+          true
+        end
+      end
+
+      private
+
+      # {"host:port" => weight}, in the order given.
+      def parse(servers)
+        raise ArgumentError, "a ring needs at least one server" if servers.empty?
+
+        servers.each_with_object({}) do |spec, weights|
+          host, port, weight = spec.split(":")
+          raise ArgumentError, "server #{spec.inspect} is not host:port[:weight]" unless host && port
+
+          name = "#{host}:#{Integer(port)}"
+          raise ArgumentError, "server #{name} listed twice" if weights.key?(name)
+
+          weight = weight ? Integer(weight) : 1
+          raise ArgumentError, "server #{spec.inspect} needs a positive weight" unless weight.positive?
+
+          weights[name] = weight
+        end
+      end
+
+      # Sorted points and, at the same index, the server that owns each. Two servers that hash to
+      # the same point: the one first in name order keeps it, so the outcome doesn't depend on the
+      # order servers were listed.
+      def build(weights, points_per_weight)
+        pairs = []
+        weights.each do |name, weight|
+          digests = (points_per_weight * weight).fdiv(POINTS_PER_DIGEST).ceil
+          digests.times do |i| # bound: points_per_weight * weight / 4 digests per server
+            Digest::MD5.digest("#{name}-#{i}").unpack("V4").each { |point| pairs << [point, name] }
+          end
+        end
+        pairs.sort!
+        pairs.uniq!(&:first)
+        [pairs.map(&:first).freeze, pairs.map(&:last).freeze]
+      end
+
+      # Index of the first point at or after the key's hash, wrapping to 0 past the last point.
+      def index_for(key)
+        hash = Digest::MD5.digest(key).unpack1("V")
+        @points.bsearch_index { |point| point >= hash } || 0
+      end
+    end
+  end
+end
