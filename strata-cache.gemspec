@@ -17,4 +17,5 @@ Gem::Specification.new do |spec|
   spec.require_paths = ["lib"]
 
   spec.add_dependency "activesupport", ">= 7.1", "< 9"
+  spec.add_dependency "connection_pool", ">= 2.4", "< 3"
 end

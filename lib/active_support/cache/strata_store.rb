@@ -16,13 +16,16 @@ module ActiveSupport
   module Cache
     # = Strata cache store
     #
-    # A cache store over Strata's tiers. Today that is L1 alone: one shared-memory table per host
-    # (Strata::Tiers::SharedMemory), which every process of the app on that host maps. Use it where
-    # MemoryStore would do but the app runs several processes (Puma or Unicorn workers, job runners)
-    # that should share one cache, with atomic counters across them, and a lookup that costs no
-    # network round trip.
+    # A cache store over Strata's tiers: L1, one shared-memory table per host
+    # (Strata::Tiers::SharedMemory) that every process of the app on that host maps, and L2,
+    # memcached (Strata::Tiers::Memcached). Use L1 where MemoryStore would do but the app runs
+    # several processes (Puma or Unicorn workers, job runners) that should share one cache, with
+    # atomic counters across them and no network round trip; add L2 when several hosts share.
+    # Reads fall through L1 to L2 and backfill L1; writes go through both; deletes go L2 first.
     #
     #   config.cache_store = :strata_store, l1: {path: "/dev/shm/myapp.strata", size: 256.megabytes}
+    #   config.cache_store = :strata_store, l1: {size: 256.megabytes},
+    #     memcached: {servers: ["10.0.0.5:11211", "10.0.0.6:11211"]}
     #
     # Thread and process safety: the store holds no mutable state besides error counts; the table is
     # safe to use from many threads and processes at once, and a forked child keeps using it.
@@ -57,17 +60,20 @@ module ActiveSupport
       # Options, besides the Store ones:
       # l1: the shared-memory table's options (Strata::Tiers::SharedMemory.new); path defaults to
       #     SharedMemory.default_path(namespace, or "app" when the namespace is not a plain name).
+      # memcached: {servers: ["host:port", ...], ...} for L2 (Strata::Tiers::Memcached.new). With
+      #     memcached: alone there is no L1; with both, reads try L1 first and backfill it.
       # serializer: :marshal_7_1 (Marshal, the default), :message_pack, or an object with dump/load.
       # compressor: responds to deflate/inflate (Zlib by default); used when compress is on.
       def initialize(options = nil)
         options = DEFAULTS.merge(options || {})
         raise ArgumentError, "StrataStore encodes entries itself; use :serializer, not :coder" if options.key?(:coder)
 
-        l1 = options.delete(:l1) || {}
+        l1 = options.delete(:l1)
+        memcached = options.delete(:memcached)
         @codec = Codec.new(options.delete(:serializer), options.delete(:compressor) || Zlib)
         @failures = Concurrent::Map.new
         super(options.merge(coder: nil))
-        @stack = Strata::Stack.new({l1: build_l1(l1)}, on_error: method(:report_failure))
+        @stack = Strata::Stack.new(build_tiers(l1, memcached), on_error: method(:report_failure))
       end
 
       # Add amount to the integer under name, atomically across every process sharing the table,
@@ -233,6 +239,20 @@ module ActiveSupport
         key.match?(matcher)
       rescue Encoding::CompatibilityError
         false
+      end
+
+      # Top first. With neither option given, l1's missing size is the error to report.
+      def build_tiers(l1, memcached)
+        tiers = {}
+        tiers[:l1] = build_l1(l1 || {}) if l1 || !memcached
+        tiers[:l2] = build_memcached(memcached) if memcached
+        tiers
+      end
+
+      def build_memcached(options)
+        raise ArgumentError, "StrataStore needs memcached: {servers: [\"host:port\", ...]}" unless options.is_a?(Hash) && options[:servers]
+
+        Strata::Tiers::Memcached.new(**options)
       end
 
       def build_l1(options)

@@ -1,0 +1,331 @@
+# frozen_string_literal: true
+
+require "connection_pool"
+require "strata/errors"
+require "strata/meta/errors"
+require "strata/meta/request"
+require "strata/meta/response"
+require "strata/meta/connection"
+require "strata/meta/ring"
+
+module Strata
+  module Meta
+    # The public face of the meta-protocol client: one method per cache operation, on byte-string
+    # keys and values. Request builds the bytes, Response parses the replies, Ring picks the server,
+    # Connection moves the bytes; this class only strings them together.
+    #
+    # Routing and failure: every operation picks its server with Ring#route and then runs its
+    # exchange through #dispatch, the one place that checks a connection out of the server's pool
+    # and decides what a failure means. A failure of the connection itself (refused, reset, timed
+    # out) marks the server down for retry_after seconds and is raised to the caller, which fails
+    # open; while it is down its keys route to a gutter server and writes there get at most
+    # gutter_ttl. A server's answer that is an error (SERVER_ERROR, CLIENT_ERROR, a reply out of
+    # step) is raised without marking the server down. "object too large for cache" becomes
+    # Strata::ValueTooLargeError; memcached 1.6.18 reads and drops such a value and removes any old
+    # item under the key, so nothing is half-written and the key then misses.
+    #
+    # TTLs are seconds (Integer or Float, rounded up; nil or 0: no expiry). memcached reads a TTL over
+    # 30 days as a unix time, so longer ones are sent as now + ttl.
+    #
+    # Stale items (after #invalidate) and lease placeholders (after #lease_get won a miss) are
+    # misses for #get, #get_with_cas and #get_multi. Caveat: memcached hands the recache win of a
+    # stale item to the first mg of any kind, so a plain #get of a stale key takes the win that a
+    # #lease_get would otherwise get; read-through callers use #lease_get.
+    #
+    # Concurrency: thread-safe. Each thread checks a Connection out of a per-server pool.
+    # Fork: pools belong to the process that built them; a forked child that uses the client builds
+    # its own (and Connection reconnects on a pid change), so parent and child never share a socket.
+    class Client
+      DEFAULTS = {
+        # Connections per server in each process's pool.
+        pool_size: 5,
+        # Seconds to wait for a free pooled connection before raising RetryableError.
+        pool_timeout: 0.5,
+        # Seconds for the TCP handshake with a server.
+        connect_timeout: 0.5,
+        # Seconds for one exchange with a server (every read and write of one operation).
+        timeout: 0.5,
+        # Seconds a server whose connection failed is skipped; its keys go to a gutter meanwhile.
+        retry_after: 1.0,
+        # Seconds at most that a write routed to a gutter server lives there.
+        gutter_ttl: 10
+      }.freeze
+
+      # What #lease_get saw. value: the bytes to serve, or nil (a miss or a lease placeholder);
+      # cas: the token #lease_fill must present; won: this caller should refill; stale: value was
+      # invalidated (serve it only while someone refills); lease_sent: another caller holds the win.
+      Lease = Struct.new(:value, :cas, :won, :stale, :lease_sent) do
+        def won?
+          won
+        end
+
+        def stale?
+          stale
+        end
+
+        def lease_sent?
+          lease_sent
+        end
+      end
+
+      # TTLs above this are unix times to memcached (its REALTIME_MAXDELTA).
+      MAX_RELATIVE_TTL = 30 * 24 * 60 * 60
+      # flush_all is a text-protocol command with no meta form; it answers OK.
+      FLUSH_ALL = "flush_all\r\n".b.freeze
+      FLUSH_OK = "OK"
+      TOO_LARGE = "object too large"
+      # Errors in which the server answered: it is up, so it is not marked down.
+      ANSWERED = [ServerError, ClientError, ProtocolError].freeze
+
+      attr_reader :ring
+
+      # servers: "host:port[:weight]" strings. options: see DEFAULTS; Ring and Connection take
+      # their own keys (points_per_weight, clock) from the same hash.
+      def initialize(servers:, **options)
+        own = DEFAULTS.merge(options.slice(*DEFAULTS.keys))
+        @pool_size = own.fetch(:pool_size)
+        @pool_timeout = own.fetch(:pool_timeout)
+        @retry_after = own.fetch(:retry_after)
+        @gutter_ttl = own.fetch(:gutter_ttl)
+        @connection_options = {connect_timeout: own.fetch(:connect_timeout), timeout: own.fetch(:timeout)}
+        @ring = Ring.new(servers, **options.slice(*Ring::DEFAULTS.keys).merge(retry_after: @retry_after))
+        @pools = {}
+        @pools_pid = Process.pid
+        @lock = Mutex.new
+      end
+
+      # The bytes under key, or nil.
+      def get(key)
+        server, = @ring.route(key)
+        dispatch(server) do |c|
+          c.write(Request.mg(key, flags: false, cas: false))
+          read_value(c).first
+        end
+      end
+
+      # [bytes, cas] or nil.
+      def get_with_cas(key)
+        server, = @ring.route(key)
+        dispatch(server) do |c|
+          c.write(Request.mg(key, flags: false))
+          value, result = read_value(c)
+          value && [value, result.cas]
+        end
+      end
+
+      # {key => bytes} for the keys found. One pipeline per server: quiet mg (misses stay silent)
+      # tagged with the key's index as opaque, ended by mn. A failing server raises for the call.
+      def get_multi(keys)
+        found = {}
+        by_server = keys.group_by { |key| @ring.route(key).first }
+        by_server.each do |server, batch| # bound: one pass per server
+          dispatch(server) { |c| read_batch(c, batch, found) }
+        end
+        found
+      end
+
+      # Stores value. True when stored.
+      def set(key, value, ttl: nil)
+        store(key, value, ttl, mode: nil, cas: nil)
+      end
+
+      # Stores value only if key is absent. True when stored.
+      def add(key, value, ttl: nil)
+        store(key, value, ttl, mode: :add, cas: nil)
+      end
+
+      # Stores value only if key still has the cas token. True when stored; false when the item
+      # changed (EX) or is gone (NF).
+      def cas(key, value, token, ttl: nil)
+        store(key, value, ttl, mode: nil, cas: token)
+      end
+
+      # Removes key. True if it was there.
+      def delete(key)
+        server, = @ring.route(key)
+        dispatch(server) do |c|
+          c.write(Request.md(key))
+          Response.parse(c.read_line, :md).status == :hit
+        end
+      end
+
+      # Marks key stale for grace_ttl seconds and bumps its CAS: the next mg gets the value with X
+      # and W (it refills), later ones X and Z. True if the key was there.
+      def invalidate(key, grace_ttl:)
+        server, role = @ring.route(key)
+        dispatch(server) do |c|
+          c.write(Request.md(key, invalidate: true, ttl: server_ttl(grace_ttl, role)))
+          Response.parse(c.read_line, :md).status == :hit
+        end
+      end
+
+      # Adds amount; the new value. When key is absent: nil, or with initial: creates it holding
+      # initial (ttl applies only then) and returns initial.
+      def incr(key, amount = 1, ttl: nil, initial: nil)
+        arithmetic(key, amount, :incr, ttl, initial)
+      end
+
+      # Subtracts amount, stopping at 0; otherwise like #incr.
+      def decr(key, amount = 1, ttl: nil, initial: nil)
+        arithmetic(key, amount, :decr, ttl, initial)
+      end
+
+      # Reads key for read-through (mg v c t N<lease_ttl>). On a miss the server creates an empty
+      # placeholder for lease_ttl seconds and the first caller wins; see Lease.
+      def lease_get(key, lease_ttl:)
+        server, role = @ring.route(key)
+        dispatch(server) do |c|
+          c.write(Request.mg(key, flags: false, ttl_remaining: true, lease_ttl: server_ttl(lease_ttl, role)))
+          result = Response.parse(c.read_line, :mg)
+          value = result.value? ? c.read_bytes(result.value_length) : nil
+          # W or Z without X comes only from a placeholder (we never send R): nothing to serve.
+          value = nil if !result.stale? && (result.won? || result.lease_sent?)
+          Lease.new(value, result.cas, result.won?, result.stale?, result.lease_sent?)
+        end
+      end
+
+      # Fills key after a won lease: ms C<cas> I. When the item's CAS moved on since the lease
+      # (an #invalidate came in between), memcached stores value but keeps it stale, so readers
+      # never take this fill for fresh and the next reader wins a refill. True when stored (fresh
+      # or stale), false when the item changed otherwise (EX) or is gone (NF).
+      def lease_fill(key, value, cas, ttl: nil)
+        store(key, value, ttl, mode: nil, cas: cas, invalidate: true)
+      end
+
+      # Empties every server that is up (flush_all). For tests and #clear.
+      def flush
+        @ring.servers.each do |server| # bound: one pass per server
+          next unless @ring.up?(server)
+
+          dispatch(server) do |c|
+            c.write(FLUSH_ALL)
+            line = c.read_line
+            raise ProtocolError, "flush_all answered #{line.inspect}" unless line == FLUSH_OK
+          end
+        end
+        true
+      end
+
+      # Servers configured and servers currently marked down.
+      def stats
+        {servers: @ring.servers.size, down: @ring.servers.count { |server| !@ring.up?(server) }}
+      end
+
+      # Closes this process's connections; the client reconnects on next use.
+      def close
+        pools = @lock.synchronize do
+          current = @pools
+          @pools = {}
+          current
+        end
+        pools.each_value { |pool| pool.shutdown(&:close) }
+        nil
+      end
+
+      private
+
+      # The one place a connection is checked out and a failure is judged (see the class comment).
+      def dispatch(server, &)
+        pool_for(server).with(timeout: @pool_timeout) { |conn| conn.request(&) }
+      rescue ConnectionPool::TimeoutError
+        raise RetryableError.new("#{server}: no free connection after #{@pool_timeout}s", tier: :l2)
+      rescue ServerError => e
+        raise ValueTooLargeError, "#{server}: #{e.message}" if e.message.include?(TOO_LARGE)
+
+        raise
+      rescue *ANSWERED
+        raise
+      rescue TierError
+        @ring.mark_down(server, retry_after: @retry_after)
+        raise
+      end
+
+      # This process's pool for server; a forked child starts with none.
+      def pool_for(server)
+        @lock.synchronize do
+          if @pools_pid != Process.pid
+            @pools = {} # the parent's pools stay with the parent; ConnectionPool drops their sockets here
+            @pools_pid = Process.pid
+          end
+          @pools[server] ||= build_pool(server)
+        end
+      end
+
+      def build_pool(server)
+        host, port = server.split(":")
+        options = @connection_options
+        ConnectionPool.new(size: @pool_size, timeout: @pool_timeout) { Connection.new(host, port, **options) }
+      end
+
+      # Reads one mg reply: [bytes or nil, result]. Stale items and placeholders are misses.
+      def read_value(conn)
+        result = Response.parse(conn.read_line, :mg)
+        return [nil, result] unless result.value?
+
+        value = conn.read_bytes(result.value_length)
+        return [nil, result] if result.stale? || result.won? || result.lease_sent?
+
+        [value, result]
+      end
+
+      # Writes a quiet mg per key and mn, then reads replies until MN into found.
+      def read_batch(conn, batch, found)
+        batch.each_with_index do |key, index| # bound: batch.size
+          conn.write(Request.mg(key, flags: false, cas: false, opaque: index, quiet: true))
+        end
+        conn.write(Request::MN)
+        (batch.size + 1).times do # bound: one reply per key at most, then MN
+          result = Response.parse(conn.read_line)
+          return found if result.status == :noop
+          raise ProtocolError, "unexpected #{result.status} in a get_multi pipeline" unless result.value?
+
+          value = conn.read_bytes(result.value_length)
+          next if result.stale? || result.won? || result.lease_sent?
+
+          found[batch.fetch(result.opaque.to_i)] = value
+        end
+        raise ProtocolError, "get_multi pipeline not ended by MN"
+      end
+
+      def store(key, value, ttl, mode:, cas:, invalidate: false)
+        raise ArgumentError, "value must be a String, got #{value.class}" unless value.is_a?(String)
+
+        server, role = @ring.route(key)
+        header = Request.ms_header(key, value.bytesize, ttl: server_ttl(ttl, role), mode: mode, cas: cas,
+          invalidate: invalidate)
+        dispatch(server) do |c|
+          c.write(header, value, Request::CRLF)
+          Response.parse(c.read_line, :ms).status == :hit
+        end
+      end
+
+      def arithmetic(key, amount, mode, ttl, initial)
+        server, role = @ring.route(key)
+        vivify = initial.nil? ? nil : server_ttl(ttl, role)
+        request = Request.ma(key, delta: amount, mode: mode, vivify_ttl: vivify, initial: initial)
+        dispatch(server) do |c|
+          c.write(request)
+          result = Response.parse(c.read_line, :ma)
+          next nil unless result.value?
+
+          Response.counter_value(c.read_bytes(result.value_length))
+        end
+      end
+
+      # The T token for ttl seconds: rounded up, capped at gutter_ttl on a gutter, an absolute time
+      # past 30 days.
+      def server_ttl(ttl, role)
+        return 0 if (ttl.nil? || ttl.zero?) && role == :primary
+
+        seconds = if ttl.nil? || ttl.zero? then 0
+        elsif ttl.negative? then -1 # expires at once, as memcached reads any negative TTL
+        else ttl.ceil
+        end
+        seconds = @gutter_ttl if role == :gutter && (seconds.zero? || seconds > @gutter_ttl)
+        return seconds if seconds <= MAX_RELATIVE_TTL
+
+        Time.now.to_i + seconds
+      end
+    end
+  end
+end

@@ -1,0 +1,121 @@
+# frozen_string_literal: true
+
+require "strata/errors"
+require "strata/tier"
+require "strata/meta"
+
+module Strata
+  module Tiers
+    # L2: memcached over the meta protocol (DESIGN section 6), on top of Strata::Meta::Client.
+    #
+    # When to use it: as the shared tier between the per-host table and the durable store, for
+    # entries every host reads. It has cluster-wide fill leases and stale-while-refill, so the
+    # stack uses #lease_get and #lease_fill for read-through and #invalidate for deletes.
+    #
+    # Thread and process safety: any thread may call any method (the client pools connections per
+    # server); a forked child may keep using the same tier, it opens its own connections.
+    #
+    # Failure: a server that cannot be reached or answer in time raises Strata::TierError and is
+    # skipped for retry_after seconds (its keys go to a gutter server with a short TTL); a value
+    # over the server's item size limit (1 MiB by default) raises Strata::ValueTooLargeError.
+    #
+    # Sizing: memcached's own (-m and -I on each server); the client holds pool_size connections
+    # per server per process.
+    #
+    # TTLs are seconds, Float allowed (rounded up to whole seconds); TTLs over 30 days are sent as
+    # absolute unix times, as memcached requires. #clear flushes every server that is up
+    # (flush_all): every key of every user of those servers goes, not just this app's.
+    class Memcached
+      include Strata::Tier
+
+      CAPABILITIES = {leases: true, stale: true, cas: true, counters: true}.freeze
+
+      DEFAULTS = {
+        # Seconds an invalidated entry may still be served stale while one caller refills it.
+        grace_ttl: 30
+      }.freeze
+
+      attr_reader :client
+
+      # servers: "host:port[:weight]" strings. options: grace_ttl (see DEFAULTS) and the client's
+      # (Strata::Meta::Client::DEFAULTS).
+      def initialize(servers:, **options)
+        own = DEFAULTS.merge(options.slice(*DEFAULTS.keys))
+        @grace_ttl = own.fetch(:grace_ttl)
+        @client = Meta::Client.new(servers: servers, **options.except(*DEFAULTS.keys))
+      end
+
+      def capabilities
+        CAPABILITIES
+      end
+
+      def get(key)
+        @client.get(key)
+      end
+
+      def get_multi(keys)
+        @client.get_multi(keys)
+      end
+
+      def get_with_cas(key)
+        @client.get_with_cas(key)
+      end
+
+      def set(key, bytes, ttl: nil)
+        @client.set(key, bytes, ttl: ttl)
+      end
+
+      def add(key, bytes, ttl: nil)
+        @client.add(key, bytes, ttl: ttl)
+      end
+
+      def cas(key, bytes, token, ttl: nil)
+        @client.cas(key, bytes, token, ttl: ttl)
+      end
+
+      def delete(key)
+        @client.delete(key)
+      end
+
+      # Marks key stale for grace_ttl seconds (the tier's default when nil); see Meta::Client.
+      def invalidate(key, grace_ttl: nil)
+        @client.invalidate(key, grace_ttl: grace_ttl || @grace_ttl)
+      end
+
+      def incr(key, amount = 1, ttl: nil, initial: nil)
+        @client.incr(key, amount, ttl: ttl, initial: initial)
+      end
+
+      def decr(key, amount = 1, ttl: nil, initial: nil)
+        @client.decr(key, amount, ttl: ttl, initial: initial)
+      end
+
+      # For the stack's read-through: a Meta::Client::Lease.
+      def lease_get(key, lease_ttl:)
+        @client.lease_get(key, lease_ttl: lease_ttl)
+      end
+
+      # For the stack's read-through: stores a fill under the lease's cas; see Meta::Client.
+      def lease_fill(key, bytes, cas, ttl: nil)
+        @client.lease_fill(key, bytes, cas, ttl: ttl)
+      end
+
+      # flush_all on every server that is up (see the class comment).
+      def clear
+        @client.flush
+      end
+
+      def stats
+        @client.stats
+      end
+
+      def close
+        @client.close
+      end
+
+      def inspect
+        "#<#{self.class} servers=#{@client.ring.servers.join(",")}>"
+      end
+    end
+  end
+end

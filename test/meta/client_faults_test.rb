@@ -1,0 +1,140 @@
+# frozen_string_literal: true
+
+require "test_helper"
+require "securerandom"
+require "socket"
+require "strata/meta"
+require "support/child_processes"
+require "support/waiting"
+require "support/memcached_process"
+
+# Meta::Client when servers die, hang or the process forks. Every call must end within its
+# deadline; a dead server routes to the gutter and comes back after retry_after.
+class MetaClientFaultsTest < Minitest::Test
+  include Strata::Waiting
+  include Strata::TestSupport::ChildProcesses
+
+  TIMEOUT = 0.3
+  CONNECT_TIMEOUT = 0.3
+  RETRY_AFTER = 0.2
+  # What one call may take at most: handshake plus exchange, and scheduling slack.
+  CALL_BOUND = CONNECT_TIMEOUT + TIMEOUT + 1.0
+  DEADLINE = 10
+
+  def setup
+    @prefix = "faults-#{SecureRandom.hex(6)}-"
+    @processes = []
+  end
+
+  def teardown
+    @processes.each(&:kill)
+  end
+
+  def test_killed_server_fails_fast_routes_to_gutter_and_recovers_after_restart
+    doomed = spawn_memcached
+    survivor = spawn_memcached
+    client = new_client([doomed.server, survivor.server])
+    key = key_on(client, doomed.server)
+    assert client.set(key, "before")
+
+    doomed.kill
+    error = assert_within(CALL_BOUND) { assert_raises(Strata::TierError) { client.get(key) } }
+    refute_kind_of Strata::ValueTooLargeError, error
+    refute client.ring.up?(doomed.server)
+    assert_equal [survivor.server, :gutter], client.ring.route(key)
+    assert client.set(key, "in gutter", ttl: 300), "writes go to the gutter"
+    assert_equal "in gutter", client.get(key)
+
+    doomed.start
+    recovered = wait_until(DEADLINE) do
+      client.set(key, "after") && client.ring.route(key) == [doomed.server, :primary]
+    rescue Strata::TierError
+      false # marked down again until the next retry_after
+    end
+    assert recovered, "the restarted server should take its keys back"
+    assert_equal "after", client.get(key)
+  ensure
+    client&.close
+  end
+
+  def test_a_server_killed_mid_run_never_hangs_a_call
+    server = spawn_memcached
+    client = new_client([server.server])
+    keys = Array.new(20) { |i| "#{@prefix}k#{i}" }
+    keys.each { |k| client.set(k, "v") }
+    server.kill
+    keys.each do |k|
+      assert_within(CALL_BOUND) do
+        assert_raises(Strata::TierError) { client.get(k) }
+      end
+    end
+  ensure
+    client&.close
+  end
+
+  def test_blackhole_server_answers_every_call_within_its_deadline
+    blackhole = TCPServer.new("127.0.0.1", 0) # listens, never accepts, never answers
+    server = "127.0.0.1:#{blackhole.addr[1]}"
+    client = new_client([server], retry_after: 0)
+    key = "#{@prefix}hole"
+    calls = [
+      -> { client.get(key) }, -> { client.set(key, "v") }, -> { client.get_multi([key, "#{key}2"]) },
+      -> { client.delete(key) }, -> { client.incr(key, 1, initial: 0) }, -> { client.lease_get(key, lease_ttl: 5) },
+      -> { client.invalidate(key, grace_ttl: 5) }
+    ]
+    calls.each do |call|
+      assert_within(CALL_BOUND) { assert_raises(Strata::TierError) { call.call } }
+    end
+  ensure
+    client&.close
+    blackhole&.close
+  end
+
+  def test_fork_after_use_child_and_parent_both_work
+    client = new_client(Strata::TestSupport.memcached_servers)
+    key = "#{@prefix}fork"
+    assert client.set(key, "parent")
+    pid = fork_child do
+      client.get(key) == "parent" && client.set(key, "child") && client.get(key) == "child"
+    end
+    status = reap(pid, DEADLINE)
+    kill_and_reap(pid, DEADLINE) unless status
+    assert status&.success?, "child failed: #{status.inspect}"
+    assert_equal "child", client.get(key)
+    assert client.set(key, "parent again")
+    assert_equal "parent again", client.get(key)
+  ensure
+    client&.close
+  end
+
+  private
+
+  def spawn_memcached
+    process = Strata::TestSupport::MemcachedProcess.new
+    @processes << process
+    process.start
+  end
+
+  def new_client(servers, **options)
+    Strata::Meta::Client.new(servers: servers, timeout: TIMEOUT, connect_timeout: CONNECT_TIMEOUT,
+      retry_after: RETRY_AFTER, pool_timeout: TIMEOUT, **options)
+  end
+
+  # A key whose primary is server (bound: 10,000 candidates; with two servers one in a handful hits).
+  def key_on(client, server)
+    10_000.times do |i|
+      candidate = "#{@prefix}#{i}"
+      return candidate if client.ring.server_for(candidate) == server
+    end
+    flunk "no key maps to #{server}"
+  end
+
+  # Runs the block and fails unless it returned within seconds; returns the block's value.
+  def assert_within(seconds)
+    started = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+    result = yield
+    elapsed = Process.clock_gettime(Process::CLOCK_MONOTONIC) - started
+    assert_operator elapsed, :<=, seconds, "took #{elapsed.round(3)}s"
+    result
+  end
+end

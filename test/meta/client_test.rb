@@ -1,0 +1,141 @@
+# frozen_string_literal: true
+
+require "test_helper"
+require "securerandom"
+require "strata/meta"
+
+# Meta::Client against the two test memcacheds: round trips, multi-gets across servers, the
+# add/cas/counter semantics, stale-while-refill and the item size limit.
+class MetaClientTest < Minitest::Test
+  def setup
+    @client = Strata::Meta::Client.new(servers: Strata::TestSupport.memcached_servers, timeout: 2)
+    @prefix = "client-#{SecureRandom.hex(6)}-"
+  end
+
+  def teardown
+    @client.close
+  end
+
+  def key(name)
+    "#{@prefix}#{name}"
+  end
+
+  def test_round_trips_small_large_and_binary_values
+    values = {
+      "small" => "x" * 30,
+      "large" => SecureRandom.random_bytes(25 * 1024),
+      "binary" => (0..255).map(&:chr).join.b * 3,
+      "empty" => ""
+    }
+    values.each { |name, value| assert @client.set(key(name), value) }
+    values.each { |name, value| assert_equal value.b, @client.get(key(name)) }
+  end
+
+  def test_odd_keys_round_trip
+    keys = [key("with space"), key("ctl\x00\x01\r\n"), key("é-utf8"), "k" * 250]
+    keys.each_with_index { |k, i| assert @client.set(k, "v#{i}"), k.inspect }
+    keys.each_with_index { |k, i| assert_equal "v#{i}", @client.get(k), k.inspect }
+    @client.delete("k" * 250)
+  end
+
+  def test_miss_is_nil
+    assert_nil @client.get(key("absent"))
+    assert_nil @client.get_with_cas(key("absent"))
+  end
+
+  def test_get_multi_spans_both_servers_and_matches_single_gets
+    [100, 5_000].each do |count|
+      keys = Array.new(count) { |i| key("multi-#{count}-#{i}") }
+      keys.each_with_index { |k, i| @client.set(k, "value-#{i}") if i.even? }
+      servers = keys.map { |k| @client.ring.server_for(k) }.uniq
+      assert_equal 2, servers.size, "keys should spread over both servers"
+
+      singles = keys.each_with_object({}) do |k, found|
+        value = @client.get(k)
+        found[k] = value if value
+      end
+      assert_equal count / 2, singles.size
+      assert_equal singles, @client.get_multi(keys)
+    end
+  end
+
+  def test_add_only_when_absent
+    assert @client.add(key("add"), "first")
+    refute @client.add(key("add"), "second")
+    assert_equal "first", @client.get(key("add"))
+  end
+
+  def test_cas_stores_only_with_the_current_token
+    @client.set(key("cas"), "one")
+    value, token = @client.get_with_cas(key("cas"))
+    assert_equal "one", value
+    assert @client.cas(key("cas"), "two", token)
+    refute @client.cas(key("cas"), "three", token), "a used token must fail"
+    assert_equal "two", @client.get(key("cas"))
+    refute @client.cas(key("cas-absent"), "x", token)
+  end
+
+  def test_incr_and_decr
+    assert_nil @client.incr(key("n"), 1)
+    assert_equal 10, @client.incr(key("n"), 1, initial: 10)
+    assert_equal 15, @client.incr(key("n"), 5)
+    assert_equal 12, @client.decr(key("n"), 3)
+    assert_equal 0, @client.decr(key("n"), 100)
+    assert_equal "0", @client.get(key("n")).rstrip, "memcached pads a shrunk counter with spaces"
+    assert_equal 7, @client.decr(key("m"), 1, initial: 7, ttl: 60)
+  end
+
+  def test_delete
+    @client.set(key("del"), "v")
+    assert @client.delete(key("del"))
+    refute @client.delete(key("del"))
+    assert_nil @client.get(key("del"))
+  end
+
+  def test_invalidate_then_lease_get_is_stale_and_won_once
+    @client.set(key("inv"), "old", ttl: 300)
+    assert @client.invalidate(key("inv"), grace_ttl: 30)
+
+    first = @client.lease_get(key("inv"), lease_ttl: 10)
+    assert_equal "old", first.value
+    assert_predicate first, :stale?
+    assert_predicate first, :won?
+
+    second = @client.lease_get(key("inv"), lease_ttl: 10)
+    assert_predicate second, :stale?
+    refute_predicate second, :won?
+    assert_predicate second, :lease_sent?
+
+    assert @client.lease_fill(key("inv"), "new", first.cas, ttl: 60)
+    fresh = @client.lease_get(key("inv"), lease_ttl: 10)
+    assert_equal "new", fresh.value
+    refute_predicate fresh, :stale?
+    refute_predicate fresh, :won?
+  end
+
+  def test_lease_on_a_miss_serves_no_value
+    lease = @client.lease_get(key("lease"), lease_ttl: 10)
+    assert_nil lease.value
+    assert_predicate lease, :won?
+    other = @client.lease_get(key("lease"), lease_ttl: 10)
+    assert_nil other.value
+    assert_predicate other, :lease_sent?
+    assert_nil @client.get(key("lease")), "a placeholder is a miss"
+  end
+
+  def test_value_over_the_item_limit_raises_and_the_key_then_misses
+    @client.set(key("big"), "small")
+    assert_raises(Strata::ValueTooLargeError) { @client.set(key("big"), "x" * ((1 << 20) + 1)) }
+    assert_nil @client.get(key("big"))
+    assert @client.set(key("big"), "after"), "the client keeps working"
+    assert_equal "after", @client.get(key("big"))
+    assert_equal 0, @client.stats[:down]
+  end
+
+  def test_long_ttl_is_sent_as_absolute_time
+    assert @client.set(key("long"), "v", ttl: 40 * 24 * 3600)
+    assert_equal "v", @client.get(key("long"))
+    assert @client.set(key("frac"), "v", ttl: 0.2)
+    assert_equal "v", @client.get(key("frac")), "0.2 s rounds up to 1 s"
+  end
+end
