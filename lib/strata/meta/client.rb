@@ -2,6 +2,7 @@
 
 require "connection_pool"
 require "strata/errors"
+require "strata/fork_generation"
 require "strata/meta/errors"
 require "strata/meta/request"
 require "strata/meta/response"
@@ -90,7 +91,7 @@ module Strata
         @connection_options = {connect_timeout: own.fetch(:connect_timeout), timeout: own.fetch(:timeout)}
         @ring = Ring.new(servers, **options.slice(*Ring::DEFAULTS.keys).merge(retry_after: @retry_after))
         @pools = {}
-        @pools_pid = Process.pid
+        @pools_generation = ForkGeneration.current
         @lock = Mutex.new
       end
 
@@ -241,11 +242,15 @@ module Strata
       end
 
       # This process's pool for server; a forked child starts with none.
+      # Lock-free once the pool exists: the hot path reads one Hash entry and one Integer.
       def pool_for(server)
+        pool = @pools[server]
+        return pool if pool && @pools_generation == ForkGeneration.current
+
         @lock.synchronize do
-          if @pools_pid != Process.pid
+          if @pools_generation != ForkGeneration.current
             @pools = {} # the parent's pools stay with the parent; ConnectionPool drops their sockets here
-            @pools_pid = Process.pid
+            @pools_generation = ForkGeneration.current
           end
           @pools[server] ||= build_pool(server)
         end

@@ -3,6 +3,7 @@
 require "socket"
 require "io/wait"
 require "strata/errors"
+require "strata/fork_generation"
 
 module Strata
   module Meta
@@ -28,7 +29,7 @@ module Strata
     #   rather than read a reply meant for the one before it. A block that returns with bytes
     #   still buffered also closes the socket.
     # - Fork: the child inherits the Socket object and a dup of its descriptor, which refers to the
-    #   same TCP stream as the parent's. #request compares Process.pid with the pid that connected;
+    #   same TCP stream as the parent's. #request compares the fork generation (Strata::ForkGeneration) with the one it connected in;
     #   on a change it closes the child's descriptor (close(2) drops only the child's reference, so
     #   the parent's stream stays open and sees no FIN; shutdown(2), which would act on the shared
     #   stream, is never called), forgets buffered bytes and the flag, and connects afresh.
@@ -73,7 +74,7 @@ module Strata
         @connect_timeout = own.fetch(:connect_timeout)
         @timeout = own.fetch(:timeout)
         @sock = nil
-        @pid = nil
+        @generation = nil
         @in_progress = false
         @deadline = nil
         @rbuf = String.new(capacity: READ_CHUNK, encoding: Encoding::BINARY)
@@ -168,7 +169,7 @@ module Strata
       def close
         sock = @sock
         @sock = nil
-        @pid = nil
+        @generation = nil
         @in_progress = false
         @rbuf.clear
         @rpos = 0
@@ -180,7 +181,7 @@ module Strata
       end
 
       def connected?
-        !@sock.nil? && @pid == Process.pid
+        !@sock.nil? && @generation == ForkGeneration.current
       end
 
       # Local TCP port of the current socket, or nil when not connected. For diagnostics.
@@ -193,7 +194,7 @@ module Strata
       # Reconnects when there is no socket, when the last request was interrupted, or when this is
       # a forked child still holding its parent's socket (see Fork in the class comment).
       def ensure_connected
-        close if @in_progress || (@sock && @pid != Process.pid)
+        close if @in_progress || (@sock && @generation != ForkGeneration.current)
         connect unless @sock
       end
 
@@ -213,7 +214,7 @@ module Strata
           end
         end
         @sock = sock
-        @pid = Process.pid
+        @generation = ForkGeneration.current
       rescue *NETWORK_ERRORS => e
         sock&.close
         raise lost(e)
@@ -246,10 +247,11 @@ module Strata
       # number of consumed bytes it dropped from the front (0 when it did not compact).
       def fill
         dropped = compact
+        # Wait, then read: a reply is rarely there the instant a request is sent, so reading
+        # first would cost an extra failed recv on almost every request.
         loop do # bound: ends with bytes, EOF (raise) or the deadline (raise)
-          return dropped if read_available
-
           socket.wait_readable(remaining) || timed_out
+          return dropped if read_available
         end
       end
 

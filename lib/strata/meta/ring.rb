@@ -82,6 +82,8 @@ module Strata
 
       # False while server is marked down; true again once its retry_after has passed.
       def up?(server)
+        return true if @down_until.empty? # the common case, without taking the lock
+
         @lock.synchronize do
           until_time = @down_until[server]
           return true unless until_time
