@@ -4,6 +4,8 @@ require "etc"
 require "optparse"
 require "time"
 require_relative "cases"
+require_relative "client_cpu"
+require_relative "client_cpu_report"
 require_relative "environment"
 require_relative "hit_ratio"
 require_relative "host_load"
@@ -89,11 +91,25 @@ module Strata
         # from a small heap rather than copy-on-write faulting through one the matrix grew.
         extras = (options[:reports] && stores.include?(Stores::StrataL1)) ? run_extras(env, options) : {}
         results = Runner.new(env, **timing, progress: @err).run(cases, stores)
+        cpu = ClientCpuReport.new(ClientCpu.new(env, seconds: cpu_seconds(options), progress: @err).run(cases, stores))
         @out.puts
         @out.print Report.new(results, case_names: cases.map(&:name), store_names: stores.map { |s| s::NAME },
           skipped: skipped).render
+        print_cpu(cpu)
         print_extras(extras)
-        write_outputs(options, cases, results, skipped, extras, meta)
+        write_outputs(options, cases, results, skipped, extras.merge(client_cpu: cpu.to_json_section), meta)
+      end
+
+      def cpu_seconds(options)
+        options[:quick] ? ClientCpu::QUICK : ClientCpu::FULL
+      end
+
+      def print_cpu(cpu)
+        text = cpu.render
+        return if text.empty?
+
+        @out.puts
+        @out.print text
       end
 
       # Adapter classes that can run here, and name => reason for the others.
@@ -143,7 +159,8 @@ module Strata
         {
           ruby: RUBY_DESCRIPTION, activesupport: gem_version("activesupport"), dalli: gem_version("dalli"),
           benchmark_ips: gem_version("benchmark-ips"), cache_format_version: ActiveSupport::Cache.format_version,
-          quick: options[:quick], warmup_s: timing[:warmup], time_s: timing[:time], cpus: Etc.nprocessors,
+          quick: options[:quick], warmup_s: timing[:warmup], time_s: timing[:time], settle_max_s: timing[:settle],
+          client_cpu_s: cpu_seconds(options), cpus: Etc.nprocessors,
           idle_cpus_before: HostLoad.idle_cpus,
           memcached: env.memcached_servers, scratch_dir: env.scratch_description, started_at: Time.now.utc.iso8601
         }

@@ -9,7 +9,7 @@ module Strata
     module JsonReport
       module_function
 
-      # extras: section name => Hash (the two-process, hit-ratio and footprint reports).
+      # extras: section name => Hash (the two-process, hit-ratio and footprint reports, client_cpu).
       def write(path, results:, skipped:, extras:, meta:)
         doc = {
           "results" => results.select(&:ok?).map do |r|

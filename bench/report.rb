@@ -2,6 +2,7 @@
 
 require_relative "format"
 require_relative "stores"
+require_relative "text_table"
 
 module Strata
   module Bench
@@ -68,13 +69,8 @@ module Strata
         lines.empty? ? "" : "\n#{lines.join("\n")}\n"
       end
 
-      # First column left-aligned, the rest right-aligned, two spaces between columns.
       def table(header, rows)
-        widths = header.each_index.map { |i| ([header] + rows).map { |row| row[i].to_s.length }.max }
-        [header, *rows].map do |row|
-          row.each_with_index.map { |cell, i| i.zero? ? cell.to_s.ljust(widths[i]) : cell.to_s.rjust(widths[i]) }
-            .join("  ").rstrip + "\n"
-        end.join
+        TextTable.render(header, rows)
       end
     end
   end

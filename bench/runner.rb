@@ -10,15 +10,17 @@ module Strata
     # Measures each (case, store) cell with benchmark-ips and prints one progress line per cell to
     # stderr. Every cell gets a freshly opened store, so no cell inherits another's evictions.
     class Runner
-      # Seconds of warmup and of measurement per cell. QUICK is a smoke test: its figures are rough,
-      # and cells that allocate 25 KiB per call can still be in the allocator's page-fault phase.
-      QUICK = {warmup: 0.2, time: 0.5}.freeze
-      FULL = {warmup: 1.0, time: 2.5}.freeze
+      # Seconds of warmup and of measurement per cell, and the most spent settling it first. QUICK is
+      # a smoke test: its figures are rough, and cells that allocate 25 KiB per call can still be in
+      # the allocator's page-fault phase.
+      QUICK = {warmup: 0.15, time: 0.4, settle: 0.4}.freeze
+      FULL = {warmup: 1.0, time: 2.5, settle: 5.0}.freeze
 
-      def initialize(env, warmup:, time:, progress: $stderr)
+      def initialize(env, warmup:, time:, settle: warmup * 5, progress: $stderr)
         @env = env
         @warmup = warmup
         @time = time
+        @settle = settle
         @progress = progress
       end
 
@@ -58,20 +60,34 @@ module Strata
 
       # A fresh heap faults in new pages for its first tens of thousands of 25 KiB allocations
       # (about 12 us a fault on these VMs); a long-lived worker is past that. Run the workload in
-      # batches until one stops faulting, bounded by a few warmup periods, so every store is
-      # measured in its steady state.
+      # batches until one stops faulting, bounded by @settle seconds, so every store is measured in
+      # its steady state. Batches run in chunks with the deadline checked between them: a batch of
+      # a slow cell (get_multi_100 over the network, a few hundred calls a second) would otherwise
+      # overrun it tenfold.
       SETTLE_BATCH = 5_000
+      SETTLE_CHUNK = 250
       SETTLED_FAULTS = SETTLE_BATCH / 100
       QUIET_BATCHES = 3 # faults come in bursts after a GC; one quiet batch proves little
 
       def settle(workload)
-        deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + @warmup * 5
+        deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + @settle
         quiet = 0
-        while quiet < QUIET_BATCHES && Process.clock_gettime(Process::CLOCK_MONOTONIC) < deadline
+        while quiet < QUIET_BATCHES
           faults = minor_faults
-          workload.run(SETTLE_BATCH)
+          return unless settle_batch(workload, deadline)
+
           quiet = (minor_faults - faults < SETTLED_FAULTS) ? quiet + 1 : 0
         end
+      end
+
+      # One SETTLE_BATCH of calls; false when the deadline came first.
+      def settle_batch(workload, deadline)
+        (SETTLE_BATCH / SETTLE_CHUNK).times do
+          return false if Process.clock_gettime(Process::CLOCK_MONOTONIC) >= deadline
+
+          workload.run(SETTLE_CHUNK)
+        end
+        true
       end
 
       # Minor page faults of this process so far (Linux); 0 elsewhere, which settles at once.

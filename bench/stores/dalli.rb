@@ -1,0 +1,47 @@
+# frozen_string_literal: true
+
+require_relative "base"
+require "dalli"
+
+module Strata
+  module Bench
+    module Stores
+      # The dalli gem's own client API, no Rails: bytes in, bytes out. Values are written raw (no
+      # Marshal, no serialized flag, so reads hand the bytes back untouched) and never compressed,
+      # over the meta protocol that raw_socket and strata_memcached speak. Like raw_socket it talks
+      # to the first configured server only, so the three compare client cost, not distribution.
+      # (Named DalliClient so that inside Stores the gem's ::Dalli is not shadowed.)
+      class DalliClient < Base
+        NAME = "dalli"
+
+        # Per-request options for writes: skip the serializer.
+        RAW = {raw: true}.freeze
+
+        def self.unavailable_reason(env)
+          env.memcached_unreachable_reason
+        end
+
+        def initialize(env)
+          super
+          @client = ::Dalli::Client.new(env.memcached_servers.first, protocol: :meta, compress: false)
+        end
+
+        def read(key)
+          @client.get(key)
+        end
+
+        def write(key, value)
+          @client.set(key, value, 0, RAW)
+        end
+
+        def read_multi(keys)
+          @client.get_multi(keys)
+        end
+
+        def close
+          @client.close
+        end
+      end
+    end
+  end
+end
