@@ -8,6 +8,7 @@ require_relative "stores/raw_socket"
 require_relative "stores/strata_l1"
 require_relative "stores/strata_store"
 require_relative "stores/strata_memcached"
+require_relative "stores/strata_store_l2"
 
 module Strata
   module Bench
@@ -16,10 +17,10 @@ module Strata
     # one entry here.
     module Stores
       ALL = [RubyHash, MemoryStore, MemCacheStore, DalliClient, RawSocket, StrataL1, StrataStore,
-        StrataMemcached].freeze
+        StrataMemcached, StrataStoreL2].freeze
 
       # The stores the ratio tables compare against every other column.
-      STRATA = [StrataL1::NAME, StrataStore::NAME, StrataMemcached::NAME].freeze
+      STRATA = [StrataL1::NAME, StrataStore::NAME, StrataMemcached::NAME, StrataStoreL2::NAME].freeze
 
       # The memcached clients used without Rails, for the client CPU table; the first is the
       # yardstick the others are divided by.
