@@ -1,6 +1,6 @@
 # frozen_string_literal: true
 
-require_relative "base"
+require_relative "memcached_client"
 require "dalli"
 
 module Strata
@@ -11,7 +11,7 @@ module Strata
       # over the meta protocol that raw_socket and strata_memcached speak. Like raw_socket it talks
       # to the first configured server only, so the three compare client cost, not distribution.
       # (Named DalliClient so that inside Stores the gem's ::Dalli is not shadowed.)
-      class DalliClient < Base
+      class DalliClient < MemcachedClient
         NAME = "dalli"
 
         # Per-request options for writes: skip the serializer.
@@ -26,20 +26,8 @@ module Strata
           @client = ::Dalli::Client.new(env.memcached_servers.first, protocol: :meta, compress: false)
         end
 
-        def read(key)
-          @client.get(key)
-        end
-
         def write(key, value)
           @client.set(key, value, 0, RAW)
-        end
-
-        def read_multi(keys)
-          @client.get_multi(keys)
-        end
-
-        def close
-          @client.close
         end
       end
     end

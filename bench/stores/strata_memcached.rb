@@ -1,6 +1,6 @@
 # frozen_string_literal: true
 
-require_relative "base"
+require_relative "memcached_client"
 require_relative "../strata_loader"
 
 module Strata
@@ -10,7 +10,7 @@ module Strata
       # Rails. Like raw_socket it talks to the first configured server only, so the three client
       # stores compare client cost, not distribution. Skipped with the reason when the client does
       # not load (not written yet, extension not built) or its round trip fails.
-      class StrataMemcached < Base
+      class StrataMemcached < MemcachedClient
         NAME = "strata_memcached"
 
         FEATURE = "strata/meta/client"
@@ -24,22 +24,6 @@ module Strata
         def initialize(env)
           super
           @client = Strata::Meta::Client.new(servers: [env.memcached_servers.first])
-        end
-
-        def read(key)
-          @client.get(key)
-        end
-
-        def write(key, value)
-          @client.set(key, value)
-        end
-
-        def read_multi(keys)
-          @client.get_multi(keys)
-        end
-
-        def close
-          @client.close if @client.respond_to?(:close)
         end
       end
     end
