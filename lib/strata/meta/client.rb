@@ -4,6 +4,7 @@ require "connection_pool"
 require "strata/errors"
 require "strata/fork_generation"
 require "strata/meta/errors"
+require "strata/meta/lease_flags"
 require "strata/meta/request"
 require "strata/meta/response"
 require "strata/meta/connection"
@@ -56,17 +57,7 @@ module Strata
       # cas: the token #lease_fill must present; won: this caller should refill; stale: value was
       # invalidated (serve it only while someone refills); lease_sent: another caller holds the win.
       Lease = Struct.new(:value, :cas, :won, :stale, :lease_sent) do
-        def won?
-          won
-        end
-
-        def stale?
-          stale
-        end
-
-        def lease_sent?
-          lease_sent
-        end
+        include LeaseFlags
       end
 
       # TTLs above this are unix times to memcached (its REALTIME_MAXDELTA).

@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "strata/meta/errors"
+require "strata/meta/lease_flags"
 
 module Strata
   module Meta
@@ -31,20 +32,10 @@ module Strata
       Result = Struct.new(:status, :value_length, :cas, :client_flags, :ttl, :size, :last_access, :hit_before,
         :key, :base64_key, :opaque, :won, :stale, :lease_sent) do
         # A data block of value_length bytes follows this line.
+        include LeaseFlags
+
         def value?
           !value_length.nil?
-        end
-
-        def won?
-          won
-        end
-
-        def stale?
-          stale
-        end
-
-        def lease_sent?
-          lease_sent
         end
       end
 
