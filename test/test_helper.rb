@@ -11,7 +11,16 @@ module Strata
     # Two memcached instances that bin/test starts on loopback; overridable for local runs.
     MEMCACHED_SERVERS = ENV.fetch("STRATA_MEMCACHED", "127.0.0.1:21211,127.0.0.1:21212").split(",").freeze
 
+    # RubyVM.stat counters that move for reasons other than cache invalidation (misses happen on
+    # the first use of any constant); the VM-stat tests leave them out.
+    VM_STAT_INFORMATIONAL = %i[constant_cache_misses].freeze
+
     module_function
+
+    # RubyVM.stat without the informational counters: what a hot path must leave unchanged.
+    def vm_cache_state
+      RubyVM.stat.except(*VM_STAT_INFORMATIONAL)
+    end
 
     # A new private directory (mode 0700) for table files; the caller removes it.
     def private_tmpdir

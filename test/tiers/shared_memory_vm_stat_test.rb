@@ -9,29 +9,21 @@ require "test_helper"
 class SharedMemoryVmStatTest < Minitest::Test
   OPERATIONS = 10_000
 
-  # Counters that move for reasons other than cache invalidation (none on 3.1; misses happen on
-  # first use of any constant, and this test does not probe them).
-  INFORMATIONAL = %i[constant_cache_misses].freeze
-
   def test_operations_leave_vm_caches_alone
     Strata::TestSupport.with_tmpdir do |dir|
       table = Strata::Tiers::SharedMemory.new(path: File.join(dir, "vm.strata"), size: 16 * 1024 * 1024)
       keys = Array.new(64) { |i| "vm-key-#{i}" }
       values = Array.new(8) { |i| "v" * (i * 97) }
       run_mix(table, keys, values, 2_000) # warm-up: every branch taken at least once
-      before = vm_stat
+      before = Strata::TestSupport.vm_cache_state
       run_mix(table, keys, values, OPERATIONS)
-      after = vm_stat
+      after = Strata::TestSupport.vm_cache_state
       assert_equal before, after, "RubyVM.stat moved across #{OPERATIONS} operations"
       table.close
     end
   end
 
   private
-
-  def vm_stat
-    RubyVM.stat.except(*INFORMATIONAL)
-  end
 
   # A fixed mix of hits, misses, writes, deletes, counters and multi-gets.
   def run_mix(table, keys, values, count)
