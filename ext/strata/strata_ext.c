@@ -11,6 +11,7 @@
  * process's GVL. open, clear and cleanup also run without the GVL.
  */
 #include "table.h"
+#include "value_memo.h"
 
 /* Ruby's headers are not -Wextra clean; relax warnings for them only. */
 #pragma GCC diagnostic push
@@ -33,7 +34,13 @@ typedef struct shm {
     strata_table *t;
     int users;  /* calls running without the GVL; close defers the unmap until they end */
     int closed;
+    value_memo memo; /* large values already read, by key (value_memo.h) */
 } shm;
+
+static void shm_mark(void *p)
+{
+    value_memo_mark(&((shm *)p)->memo);
+}
 
 static void shm_free(void *p)
 {
@@ -50,7 +57,7 @@ static size_t shm_memsize(const void *p)
 
 static const rb_data_type_t shm_type = {
     .wrap_struct_name = "Strata::Tiers::SharedMemory",
-    .function = {.dfree = shm_free, .dsize = shm_memsize},
+    .function = {.dmark = shm_mark, .dfree = shm_free, .dsize = shm_memsize},
     .flags = RUBY_TYPED_FREE_IMMEDIATELY,
 };
 
@@ -364,13 +371,24 @@ static VALUE shm_decr(int argc, VALUE *argv, VALUE self) { return shm_counter(ar
 /* ------------------------------------------------------------------------------------------ */
 
 typedef struct read_sink {
-    VALUE str;
+    shm *s;
+    VALUE key;
+    VALUE str;       /* the copy, once reserved */
+    VALUE held;      /* the memo's String when the last reserve answered STRATA_SINK_HAVE */
+    uint64_t version; /* of the item last offered */
 } read_sink;
 
-/* strata_sink.reserve: the value goes straight into a new binary Ruby string. */
-static void *sink_reserve(void *ctx, size_t len)
+/* strata_sink.reserve: a large value the memo already holds at this version is not copied;
+ * anything else goes straight into a new binary Ruby string. */
+static void *sink_reserve(void *ctx, size_t len, uint64_t version)
 {
     read_sink *r = ctx;
+    r->held = Qnil;
+    r->version = version;
+    if (value_memo_wants(&r->s->memo, r->key, len)) {
+        r->held = value_memo_find(&r->s->memo, r->key, len, version);
+        if (!NIL_P(r->held)) return STRATA_SINK_HAVE;
+    }
     if (NIL_P(r->str))
         r->str = rb_str_new(NULL, (long)len);
     else
@@ -378,19 +396,25 @@ static void *sink_reserve(void *ctx, size_t len)
     return RSTRING_PTR(r->str);
 }
 
-/* The value under key as a new ASCII-8BIT String, or nil. */
+/* The value under key as a new ASCII-8BIT String, or nil. A large value is a String sharing
+ * the memo's frozen buffer: no copy, and still the caller's to change. */
 static VALUE shm_read(shm *s, VALUE key, uint64_t *cas)
 {
-    read_sink r = {Qnil};
+    read_sink r = {s, key, Qnil, Qnil, 0};
     strata_sink sink = {sink_reserve, &r};
     strata_status st;
 
     check_key(key);
     st = strata_get(s->t, RSTRING_PTR(key), (size_t)RSTRING_LEN(key), &sink, cas);
     RB_GC_GUARD(key);
-    if (st == STRATA_OK) return r.str;
     if (st == STRATA_ENOMEM) rb_memerror();
-    return Qnil;
+    if (st != STRATA_OK) return Qnil;
+    if (!NIL_P(r.held)) return rb_str_dup(r.held);
+    if (value_memo_wants(&s->memo, key, (size_t)RSTRING_LEN(r.str))) {
+        value_memo_store(&s->memo, key, r.str, r.version);
+        return rb_str_dup(r.str);
+    }
+    return r.str;
 }
 
 /* get(key) */
@@ -477,6 +501,7 @@ static VALUE shm_clear(VALUE self)
     shm *s = shm_open_handle(self);
     maint_call m = {s->t, 0, STRATA_OK};
     run_without_gvl(s, clear_blocking, &m);
+    value_memo_clear(&s->memo);
     if (m.st == STRATA_OK) return Qtrue;
     if (m.st == STRATA_LOCK_TIMEOUT)
         rb_raise(strata_error_class("Strata::RetryableError"), "clear: %s", strata_strerror(m.st));
@@ -529,6 +554,8 @@ static VALUE shm_stats(VALUE self)
     hash_put(h, "max_value_size", st.geometry.max_value_size);
     hash_put(h, "entries", st.entries);
     hash_put(h, "data_bytes", st.geometry.data_bytes);
+    hash_put(h, "memo_entries", s->memo.entries ? RHASH_SIZE(s->memo.entries) : 0);
+    hash_put(h, "memo_bytes", s->memo.bytes);
     return h;
 }
 
@@ -546,6 +573,7 @@ static VALUE shm_close(VALUE self)
     TypedData_Get_Struct(self, shm, &shm_type, s);
     if (s->closed) return Qnil;
     s->closed = 1;
+    value_memo_clear(&s->memo);
     if (s->users == 0 && s->t) {
         strata_close(s->t);
         s->t = NULL;
@@ -622,6 +650,15 @@ static VALUE shm_open(VALUE self, VALUE path, VALUE size, VALUE shards, VALUE se
     return Qnil;
 }
 
+/* _memo_size=(bytes): the value memo's budget (value_memo.h); 0 turns it off and empties it. */
+static VALUE shm_set_memo_size(VALUE self, VALUE bytes)
+{
+    shm *s = shm_open_handle(self);
+    s->memo.limit = (size_t)u64_of(bytes, "memo_size");
+    if (s->memo.limit == 0) value_memo_clear(&s->memo);
+    return bytes;
+}
+
 static uint32_t shard_arg(shm *s, VALUE shard)
 {
     long n = NUM2LONG(shard);
@@ -696,6 +733,7 @@ void Init_strata_ext(void)
     rb_define_method(c, "size", shm_size, 0);
     rb_define_method(c, "close", shm_close, 0);
     rb_define_method(c, "closed?", shm_closed_p, 0);
+    rb_define_method(c, "_memo_size=", shm_set_memo_size, 1);
     rb_define_method(c, "_shard_for", shm_shard_for, 1);
     rb_define_method(c, "_hold_shard_lock", shm_hold_shard_lock, 1);
     rb_define_method(c, "_release_shard_lock", shm_release_shard_lock, 1);

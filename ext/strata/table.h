@@ -262,18 +262,31 @@ strata_status strata_open(const char *path, const strata_options *opts, strata_t
 void strata_close(strata_table *t);
 
 /*
- * Where strata_get copies a value: reserve(ctx, len) returns a buffer of len bytes, or NULL
- * (then strata_get returns STRATA_ENOMEM). It may be called more than once per get (retries);
- * only the last buffer holds the value. It runs with no lock held and may allocate.
+ * Where strata_get copies a value: reserve(ctx, len, version) returns a buffer of len bytes, or
+ * NULL (then strata_get returns STRATA_ENOMEM), or STRATA_SINK_HAVE to say the caller already
+ * holds a validated copy of exactly this item, so nothing is copied. It may be called more than
+ * once per get (retries); only the last call counts. It runs with no lock held and may allocate.
+ *
+ * version identifies one published item: (checksum << 32) | cas. The checksum covers the key,
+ * the value, its length, expiry and cas, so two items under one key with the same version and
+ * length hold the same value, except when the shard's 32-bit cas counter has come round to the
+ * same number (a shard drop restarts it, or 2^32 writes) AND two different values collide in
+ * 32 bits of checksum. A HAVE answer is still seq-checked: it counts only if the bucket did not
+ * change while the item's header was read.
  */
 typedef struct strata_sink {
-    void *(*reserve)(void *ctx, size_t len);
+    void *(*reserve)(void *ctx, size_t len, uint64_t version);
     void *ctx;
 } strata_sink;
 
+/* reserve's answer for "already have it": a valid address that is never a buffer. */
+extern char strata_sink_have_[1];
+#define STRATA_SINK_HAVE ((void *)strata_sink_have_)
+
 /*
  * Look up key (1..STRATA_MAX_KEY bytes). Lock-free. On STRATA_OK the value was copied through
- * sink and *cas_out (if not NULL) holds the entry's cas token.
+ * sink (or the sink's last reserve answered STRATA_SINK_HAVE) and *cas_out (if not NULL) holds
+ * the entry's cas token.
  * Returns STRATA_OK, STRATA_NOT_FOUND (also for an entry that could not be read consistently in
  * 4 attempts, counted as torn_reads), STRATA_EINVAL, STRATA_ENOMEM.
  */

@@ -24,6 +24,13 @@ module Strata
     # the least recently read entries segment by segment; it never refuses a write that fits
     # #max_value_size.
     #
+    # Large values (4 KiB and up) that this process has read are kept in a per-process memo of
+    # +memo_size+ bytes, oldest out first. A hit on such a value checks the table's current
+    # version of the item and, when it is the one memoized, returns a String sharing the memo's
+    # buffer instead of copying (and allocating) the value again. The table stays the truth: a
+    # write, delete, expiry or eviction by any process shows on the next read. stats reports
+    # memo_entries and memo_bytes.
+    #
     # get, get_multi, get_with_cas, set, add, cas, delete, incr, decr, keys, cleanup, clear,
     # stats, max_value_size, size, close and closed? are implemented in C (strata_ext.c).
     class SharedMemory
@@ -36,6 +43,7 @@ module Strata
         segment_size: nil,  # bytes per eviction unit, multiple of 4096; nil: size/(shards*16), 64 KiB..4 MiB
         slots: nil,         # index slots; nil: at least one per 96 data bytes
         lock_timeout: 0.05, # seconds a writer waits for a shard lock
+        memo_size: 8 << 20, # bytes of large values this process keeps to serve repeat hits without a copy; 0: off
         logger: nil         # receives #warn when a bad file is rebuilt; nil: Kernel#warn
       }.freeze
 
@@ -49,13 +57,16 @@ module Strata
       attr_reader :path
 
       def initialize(path:, size:, shards: DEFAULTS[:shards], segment_size: DEFAULTS[:segment_size],
-        slots: DEFAULTS[:slots], lock_timeout: DEFAULTS[:lock_timeout], logger: DEFAULTS[:logger])
+        slots: DEFAULTS[:slots], lock_timeout: DEFAULTS[:lock_timeout], memo_size: DEFAULTS[:memo_size],
+        logger: DEFAULTS[:logger])
         validate_options(size, shards, segment_size, slots, lock_timeout)
+        raise ArgumentError, "memo_size must be an Integer >= 0" unless memo_size.is_a?(Integer) && memo_size >= 0
         @path = File.expand_path(path.to_s)
         @logger = logger
         FileUtils.mkdir_p(File.dirname(@path), mode: 0o700)
         reason = _open(@path, size, shards || 0, segment_size || 0, slots || 0, lock_timeout.to_f)
         warn_rebuilt(reason) if reason
+        self._memo_size = memo_size
       end
 
       def capabilities
