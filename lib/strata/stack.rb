@@ -2,6 +2,7 @@
 
 require "strata/errors"
 require "strata/entry"
+require "strata/single_flight"
 
 module Strata
   # An ordered list of tiers, top (fastest) first, used as one cache (DESIGN sections 1 and 4).
@@ -14,23 +15,35 @@ module Strata
   #   still holds the old value.
   # - incr and decr run on the bottom-most tier with counters; the copies in other tiers are dropped.
   #
+  # - get with a Fill (from #fill_for) is a read-through: one fill per key per host and across
+  #   hosts; set with that Fill is its fill. See SingleFlight.
+  #
   # A tier that raises Strata::TierError is skipped for that call. The stack hands the error and the
   # tier's name to on_error and goes on with the next tier; it never raises a TierError itself.
-  # Single-flight, leases and dependency checks (DESIGN section 4, steps 2-5) are not here yet.
+  # Dependency checks (DESIGN section 4, step 5) are not here yet.
   #
   # Thread and process safety are the tiers': the stack keeps no state that changes after new.
   class Stack
+    include SingleFlight
+
     NO_HITS = {}.freeze
+    # Seconds a read-through waits for another caller's fill before computing itself.
+    DEFAULT_FILL_WAIT = 2.0
 
     # tiers: a Hash of name => tier, top first, e.g. {l1: shared_memory}.
     # on_error: called as on_error.call(error, tier_name) for each tier failure; nil ignores them.
-    def initialize(tiers, on_error: nil)
+    # fill_wait: seconds a read-through waits for another caller's fill (0: no single-flight).
+    def initialize(tiers, on_error: nil, fill_wait: DEFAULT_FILL_WAIT)
       raise ArgumentError, "a stack needs at least one tier" if tiers.empty?
+      raise ArgumentError, "fill_wait must be a number of seconds >= 0" unless fill_wait.is_a?(Numeric) && fill_wait >= 0
 
       @names = tiers.keys.freeze
       @tiers = tiers.values.freeze
       @on_error = on_error
+      @fill_wait = fill_wait
       @counters = @tiers.rindex { |tier| tier.capabilities[:counters] }
+      @host_index = @tiers.index { |tier| tier.capabilities[:host] }
+      @lease_tiers = @tiers.map { |tier| tier.capabilities[:leases] }.freeze
     end
 
     # The tier names, top first.
@@ -46,8 +59,12 @@ module Strata
 
     # The entry bytes under key, or nil. When info (a Hash, e.g. an instrumentation payload) is
     # given, info[:tier] is set to the name of the tier that answered, and info[:failed_tiers]
-    # lists the tiers that raised.
-    def get(key, info = nil)
+    # lists the tiers that raised. With a fill (#fill_for), a read-through (SingleFlight): nil
+    # means this caller should compute the value and #set it with the same fill; info[:stale] is
+    # set when the value is a stale one served while another caller refills.
+    def get(key, info = nil, fill = nil)
+      return read_through(key, info, fill) if fill && @fill_wait > 0
+
       index = 0
       # Visits each tier at most once.
       while index < @tiers.size
@@ -95,7 +112,11 @@ module Strata
     # Store bytes in every tier, top to bottom. True when a tier stored it and none refused.
     # A tier that refuses (or can't hold a value that large) has its old copy dropped, so it can't
     # serve a stale value. Raises Strata::ValueTooLargeError when no tier could hold the value.
-    def set(key, bytes, ttl: nil)
+    # With the fill of a read-through that holds a lease (or lost one): the fill protocol of
+    # SingleFlight instead; false when the fill was dropped.
+    def set(key, bytes, ttl: nil, fill: nil)
+      return fill_write(key, bytes, ttl, fill) if fill && (fill.lease_pending? || fill.unleased)
+
       refused = false
       stored = write_down(key) do |tier, index|
         next true if tier.set(key, bytes, ttl: ttl)
@@ -178,7 +199,7 @@ module Strata
     # The live keys of the tiers that can list theirs (a networked tier can't), without repeats.
     def keys
       listed = @tiers.each_with_index.flat_map do |tier, index|
-        tier.respond_to?(:keys) ? tier.keys : []
+        tier.respond_to?(:keys) ? tier.keys.reject { |key| lock_key?(key) } : []
       rescue TierError => error
         failed(error, index)
         []
@@ -255,6 +276,14 @@ module Strata
       end
     rescue CorruptError
       nil # the reader decodes these bytes too and reports them
+    end
+
+    # The block's value, or fallback when the tier raised (reported).
+    def safely(index, info = nil, fallback = nil)
+      yield
+    rescue TierError => error
+      failed(error, index, info)
+      fallback
     end
 
     # Best effort: a copy that can't be dropped is reported, not raised.

@@ -14,7 +14,9 @@ module Strata
     # stale:    invalidate keeps a stale copy that readers may be served while one refills.
     # cas:      compare-and-set on a token returned by #get_with_cas.
     # counters: atomic incr/decr across every client of the tier.
-    CAPABILITIES = {leases: false, stale: false, cas: false, counters: false}.freeze
+    # host:     shared by every process of one host (and only them); the stack takes its host
+    #           single-flight lock there, with add.
+    CAPABILITIES = {leases: false, stale: false, cas: false, counters: false, host: false}.freeze
 
     # Optional. Which of CAPABILITIES this tier has.
     def capabilities
@@ -57,6 +59,19 @@ module Strata
     # Required. Remove key. True if something was removed.
     def delete(key)
       raise NotImplementedError, "#{self.class} must implement delete"
+    end
+
+    # Optional (capability :leases). Reads key for read-through: an object answering value (the
+    # bytes to serve, or nil), cas (the token for #lease_fill), won?, stale? and lease_sent?. On a
+    # miss the first caller wins the right to fill; the others see lease_sent?.
+    def lease_get(key, lease_ttl:)
+      raise NotImplementedError, "#{self.class} has no leases"
+    end
+
+    # Optional (capability :leases). Stores a won lease's fill. True only when stored fresh; false
+    # when key changed or was invalidated since the lease (the fill is then dropped).
+    def lease_fill(key, bytes, cas, ttl: nil)
+      raise NotImplementedError, "#{self.class} has no leases"
     end
 
     # Optional. Mark key stale; a tier without capability :stale deletes it.

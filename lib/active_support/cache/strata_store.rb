@@ -57,11 +57,16 @@ module ActiveSupport
       # The Strata::Stack behind this store, for stats and tools.
       attr_reader :stack
 
+      # The fetch being read through in this fiber (Thread#[] is fiber-local).
+      FILL = :__strata_store_fill
+
       # Options, besides the Store ones:
       # l1: the shared-memory table's options (Strata::Tiers::SharedMemory.new); path defaults to
       #     SharedMemory.default_path(namespace, or "app" when the namespace is not a plain name).
       # memcached: {servers: ["host:port", ...], ...} for L2 (Strata::Tiers::Memcached.new). With
       #     memcached: alone there is no L1; with both, reads try L1 first and backfill it.
+      # fill_wait: seconds a fetch that missed waits for another process's (or host's) fill of the
+      #     same key before running its block itself (default 2; 0 turns single-flight off).
       # serializer: :marshal_7_1 (Marshal, the default), :message_pack, or an object with dump/load.
       # compressor: responds to deflate/inflate (Zlib by default); used when compress is on.
       def initialize(options = nil)
@@ -70,10 +75,32 @@ module ActiveSupport
 
         l1 = options.delete(:l1)
         memcached = options.delete(:memcached)
+        fill_wait = options.delete(:fill_wait) { Strata::Stack::DEFAULT_FILL_WAIT }
         @codec = Codec.new(options.delete(:serializer), options.delete(:compressor) || Zlib)
         @failures = Concurrent::Map.new
         super(options.merge(coder: nil))
-        @stack = Strata::Stack.new(build_tiers(l1, memcached), on_error: method(:report_failure))
+        @stack = Strata::Stack.new(build_tiers(l1, memcached), on_error: method(:report_failure),
+          fill_wait: fill_wait)
+      end
+
+      # fetch with a block reads through with single-flight: when the key misses, one caller per
+      # host (through L1) and one across hosts (through a memcached lease) runs the block; the
+      # others wait up to fill_wait for its value, or get a stale one while it refills.
+      def fetch(name, options = nil, &block)
+        return super unless block
+
+        merged = options ? merged_options(options) : @options
+        return super if merged[:force]
+
+        fill = @stack.fill_for(normalize_key(name, merged))
+        outer = Thread.current[FILL]
+        Thread.current[FILL] = fill
+        begin
+          super
+        ensure
+          Thread.current[FILL] = outer
+          @stack.finish(fill)
+        end
       end
 
       # Add amount to the integer under name, atomically across every process sharing the table,
@@ -127,19 +154,25 @@ module ActiveSupport
       # The hit path: explicit keywords and no detour through deserialize_entry, to allocate as
       # little as possible per read.
       def read_entry(key, event: nil, raw: false, **)
-        bytes = read_bytes(key, event)
+        bytes = read_bytes(key, event, current_fill(key))
         bytes && failsafe(nil) { @codec.load(bytes, raw) }
       end
 
       # The stored bytes for key, through the local cache when one is active. With none active the
-      # LocalCache layer would only pass the call down.
-      def read_bytes(key, event)
-        local_cache ? read_serialized_entry(key, event: event) : @stack.get(key, event)
+      # LocalCache layer would only pass the call down. fill: the fetch reading key through.
+      def read_bytes(key, event, fill)
+        local_cache ? read_serialized_entry(key, event: event) : @stack.get(key, event, fill)
       end
 
       # Only read_entry and the LocalCache layer call this; raw is the layer's.
       def read_serialized_entry(key, event: nil, raw: false)
-        @stack.get(key, event)
+        @stack.get(key, event, current_fill(key))
+      end
+
+      # The Strata::Fill of the fetch of key running in this fiber, if any.
+      def current_fill(key)
+        fill = Thread.current[FILL]
+        fill if fill && fill.key == key && fill.owner.equal?(@stack)
       end
 
       def write_entry(key, entry, **options)
@@ -151,7 +184,7 @@ module ActiveSupport
         # A stale entry must outlive its expiry by the race window, so one fetch can put it back.
         ttl += race_condition_ttl.to_f if ttl && race_condition_ttl && !raw
         failsafe(false) do
-          unless_exist ? @stack.add(key, payload, ttl: ttl) : @stack.set(key, payload, ttl: ttl)
+          unless_exist ? @stack.add(key, payload, ttl: ttl) : @stack.set(key, payload, ttl: ttl, fill: current_fill(key))
         end
       end
 

@@ -176,12 +176,12 @@ module Strata
         end
       end
 
-      # Fills key after a won lease: ms C<cas> I. When the item's CAS moved on since the lease
-      # (an #invalidate came in between), memcached stores value but keeps it stale, so readers
-      # never take this fill for fresh and the next reader wins a refill. True when stored (fresh
-      # or stale), false when the item changed otherwise (EX) or is gone (NF).
+      # Fills key after a won lease: ms C<cas>. The fill is the commit point of a read-through:
+      # true only when it stored a fresh value. False when the item's CAS moved on since the lease
+      # (an #invalidate or another write came in between: the fill was computed from data that is
+      # no longer current, so it is dropped and the next reader wins a refill) or the item is gone.
       def lease_fill(key, value, cas, ttl: nil)
-        store(key, value, ttl, mode: nil, cas: cas, invalidate: true)
+        store(key, value, ttl, mode: nil, cas: cas)
       end
 
       # Empties every server that is up (flush_all). For tests and #clear.
@@ -283,12 +283,11 @@ module Strata
         raise ProtocolError, "get_multi pipeline not ended by MN"
       end
 
-      def store(key, value, ttl, mode:, cas:, invalidate: false)
+      def store(key, value, ttl, mode:, cas:)
         raise ArgumentError, "value must be a String, got #{value.class}" unless value.is_a?(String)
 
         server, role = @ring.route(key)
-        header = Request.ms_header(key, value.bytesize, ttl: server_ttl(ttl, role), mode: mode, cas: cas,
-          invalidate: invalidate)
+        header = Request.ms_header(key, value.bytesize, ttl: server_ttl(ttl, role), mode: mode, cas: cas)
         dispatch(server) do |c|
           c.write(header, value, Request::CRLF)
           Response.parse(c.read_line, :ms).status == :hit

@@ -28,7 +28,7 @@ module Strata
     class Memcached
       include Strata::Tier
 
-      CAPABILITIES = {leases: true, stale: true, cas: true, counters: true}.freeze
+      CAPABILITIES = {leases: true, stale: true, cas: true, counters: true, host: false}.freeze
 
       DEFAULTS = {
         # Seconds an invalidated entry may still be served stale while one caller refills it.
@@ -95,7 +95,8 @@ module Strata
         @client.lease_get(key, lease_ttl: lease_ttl)
       end
 
-      # For the stack's read-through: stores a fill under the lease's cas; see Meta::Client.
+      # For the stack's read-through: stores a fill under the lease's cas (true only when it is
+      # stored fresh); see Meta::Client.
       def lease_fill(key, bytes, cas, ttl: nil)
         @client.lease_fill(key, bytes, cas, ttl: ttl)
       end

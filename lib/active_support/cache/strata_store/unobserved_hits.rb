@@ -35,7 +35,7 @@ module ActiveSupport
           options = options ? merged_options(options) : @options
           return Codec::MISS if options[:force]
 
-          bytes = read_bytes(normalize_key(name, options), nil)
+          bytes = read_bytes(normalize_key(name, options), nil, nil)
           return Codec::MISS unless bytes
 
           @codec.live_value(bytes, options[:raw], normalize_version(name, options))

@@ -1,0 +1,40 @@
+# frozen_string_literal: true
+
+module Strata
+  # One caller's read-through of one key (DESIGN section 4): what it holds while it may be the
+  # one computing the value. The stack fills it in as the read goes down the tiers, and reads it
+  # when the caller writes the computed value and when the caller is done (Stack#finish).
+  #
+  # Created by Stack#fill_for and used by one thread at a time, for one key.
+  class Fill
+    # The Stack that made it, and the key it reads through.
+    attr_reader :owner, :key
+    # The host tier's lock key, while this caller holds the host single-flight.
+    attr_accessor :host_lock
+    # Index of the tier whose cluster lease this caller won, and the lease's cas token.
+    attr_accessor :lease_index, :lease_cas
+    # True once the leased tier took the fill (or the lease was given back).
+    attr_accessor :lease_done
+    # True when the value found was stale (served while another caller refills): not copied up.
+    attr_accessor :stale
+    # True when this caller computes without the lease another caller holds (it waited too long):
+    # its value goes back to its own caller only, never into a tier.
+    attr_accessor :unleased
+
+    def initialize(owner, key)
+      @owner = owner
+      @key = key
+      @host_lock = nil
+      @lease_index = nil
+      @lease_cas = nil
+      @lease_done = false
+      @stale = false
+      @unleased = false
+    end
+
+    # Whether this caller holds a won lease that is not yet filled.
+    def lease_pending?
+      !@lease_index.nil? && !@lease_done
+    end
+  end
+end

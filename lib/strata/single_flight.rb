@@ -1,0 +1,209 @@
+# frozen_string_literal: true
+
+require "digest"
+require "strata/errors"
+require "strata/fill"
+
+module Strata
+  # The read-through half of Strata::Stack (DESIGN section 4, steps 1-5): one fill per key on a
+  # host, and one per key across hosts.
+  #
+  # - Host single-flight: after a miss in the host tier (capability :host, the shared-memory
+  #   table), the caller takes a lock entry in that tier with add. Other processes and threads of
+  #   the host poll the host tier for the value instead of going further; when the holder is done
+  #   (or fill_wait passes) the next one takes the lock or computes itself. Never a deadlock.
+  # - Cluster lease: a tier with capability :leases (memcached) is read with lease_get. A fresh
+  #   value is a hit. A won lease makes this caller the filler. A lost lease serves the stale
+  #   value if there is one, else waits (polling) for the winner's value; after fill_wait the
+  #   caller computes for itself and writes nothing.
+  # - Fill: the computed value is written to the other tiers, bottom-up, then to the leased tier
+  #   with its lease's cas, the commit point. A refused fill (the key was invalidated or rewritten
+  #   meanwhile) drops the copies just written, so no tier keeps a value built from old data.
+  #
+  # Included in Stack; uses its @tiers, @names, #failed and #safely.
+  module SingleFlight
+    # Lock entries live in the host tier beside the data; no cache key starts with a NUL byte.
+    LOCK_PREFIX = "\x00strata:fill:".b.freeze
+    LOCK_VALUE = "1"
+    # Keys too long to prefix are locked by digest; a collision only makes two keys wait on
+    # each other.
+    MAX_PLAIN_LOCKED_KEY = 250 - LOCK_PREFIX.bytesize
+    # Seconds between polls while another caller fills: the first, and the longest.
+    POLL_INTERVAL = 0.001
+    MAX_POLL_INTERVAL = 0.016
+
+    # A Fill for one read-through of key: pass it to #get and #set, then to #finish.
+    def fill_for(key)
+      Fill.new(self, key)
+    end
+
+    # Ends a read-through: gives back the host lock and an unused lease. Always call it (ensure).
+    def finish(fill)
+      if fill.lease_pending?
+        # The caller computed nothing to store (an error, or nil with skip_nil): free the key
+        # for the next reader rather than make everyone wait for the lease to lapse.
+        safely(fill.lease_index) { @tiers[fill.lease_index].delete(fill.key) }
+        fill.lease_done = true
+      end
+      return unless fill.host_lock
+
+      safely(@host_index) { @tiers[@host_index].delete(fill.host_lock) }
+      fill.host_lock = nil
+    end
+
+    # Whether key is one of the stack's own lock entries, not a cache entry.
+    def lock_key?(key)
+      key.start_with?(LOCK_PREFIX)
+    end
+
+    private
+
+    def read_through(key, info, fill)
+      index = 0
+      # Visits each tier at most once.
+      while index < @tiers.size
+        bytes = if @lease_tiers[index]
+          lease_read(key, index, fill, info)
+        else
+          safely(index, info) { @tiers[index].get(key) }
+        end
+        return found(key, bytes, index, info, fill) if bytes
+
+        if index == @host_index
+          bytes = host_single_flight(key, index, fill, info)
+          return found(key, bytes, index, info, fill) if bytes
+        end
+        index += 1
+      end
+      nil
+    end
+
+    def found(key, bytes, index, info, fill)
+      info[:tier] = @names[index] if info
+      info[:stale] = true if info && fill.stale
+      return bytes if index == 0 || fill.stale
+
+      if fill.lease_pending?
+        ttl = remaining_ttl(bytes)
+        fill_write(key, bytes, ttl, fill, index) unless ttl == 0
+      else
+        backfill(key, bytes, index)
+      end
+      bytes
+    end
+
+    # Takes the host lock, or waits for its holder's value. The value, or nil to go on (holding
+    # the lock, or after fill_wait without it). A failed poll is reported and waited through.
+    def host_single_flight(key, index, fill, info)
+      tier = @tiers[index]
+      lock = lock_key(key)
+      deadline = monotonic + @fill_wait
+      interval = POLL_INTERVAL
+      # Bound: fill_wait seconds of polls.
+      loop do
+        taken = safely(index, info, :failed) { tier.add(lock, LOCK_VALUE, ttl: @fill_wait) }
+        return nil if taken == :failed # the host tier is failing: don't wait on it
+        if taken
+          fill.host_lock = lock
+          # The previous holder may have filled and let go between our miss and our add.
+          return safely(index, info) { tier.get(key) }
+        end
+        return nil if monotonic > deadline
+
+        interval = pause(interval)
+        bytes = safely(index, info) { tier.get(key) }
+        return bytes if bytes
+      end
+    end
+
+    # Reads a leased tier. The value to serve, or nil to go on (as the lease's winner, or to
+    # compute unleased after fill_wait). A failed first read skips the tier; a failed poll is
+    # reported and waited through.
+    def lease_read(key, index, fill, info)
+      tier = @tiers[index]
+      lease = safely(index, info) { tier.lease_get(key, lease_ttl: @fill_wait) }
+      return nil unless lease
+
+      deadline = monotonic + @fill_wait
+      interval = POLL_INTERVAL
+      # Bound: fill_wait seconds of polls.
+      loop do
+        if lease&.won?
+          fill.lease_index = index
+          fill.lease_cas = lease.cas
+          return nil
+        end
+        if lease&.value
+          fill.stale = lease.stale?
+          return lease.value
+        end
+        if monotonic > deadline
+          fill.unleased = true
+          return nil
+        end
+        interval = pause(interval)
+        lease = safely(index, info) { tier.lease_get(key, lease_ttl: @fill_wait) }
+      end
+    end
+
+    # Sleeps interval; the next one, doubled up to MAX_POLL_INTERVAL, so long waits poll gently.
+    def pause(interval)
+      sleep interval
+      [interval * 2, MAX_POLL_INTERVAL].min
+    end
+
+    # Writes a fill into the tiers above bottom (all of them for a computed value): every tier
+    # but the leased one bottom-up, then the leased one with the lease's cas. When that is
+    # refused, the copies just written are dropped. True when the fill was kept.
+    def fill_write(key, bytes, ttl, fill, bottom = @tiers.size)
+      return false if fill.unleased
+
+      written = []
+      (bottom - 1).downto(0) do |index|
+        next if index == fill.lease_index
+
+        safely(index) do
+          written << index if @tiers[index].set(key, bytes, ttl: ttl)
+        rescue ValueTooLargeError
+          drop(key, index)
+        end
+      end
+      return true unless fill.lease_pending?
+
+      fill.lease_done = true
+      # A leased tier that fails is skipped like any other; only its refusal undoes the fill.
+      kept = safely(fill.lease_index, nil, true) do
+        @tiers[fill.lease_index].lease_fill(key, bytes, fill.lease_cas, ttl: ttl)
+      rescue ValueTooLargeError
+        drop(key, fill.lease_index)
+        true # the other tiers hold it; the leased tier simply doesn't
+      end
+      return true if kept
+
+      written.each { |index| drop(key, index) }
+      false
+    end
+
+    def lock_key(key)
+      return LOCK_PREFIX + key.b if key.bytesize <= MAX_PLAIN_LOCKED_KEY
+
+      LOCK_PREFIX + Digest::SHA256.hexdigest(key)
+    end
+
+    # Seconds left before the entry expires: nil for never, 0 when it already has.
+    def remaining_ttl(bytes)
+      return nil unless Entry.entry?(bytes)
+
+      expires_at = Entry.expires_at(bytes)
+      return nil if expires_at == 0
+
+      [(expires_at - Entry.now) / 1000.0, 0].max
+    rescue CorruptError
+      nil
+    end
+
+    def monotonic
+      Process.clock_gettime(Process::CLOCK_MONOTONIC)
+    end
+  end
+end
