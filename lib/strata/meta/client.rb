@@ -66,6 +66,7 @@ module Strata
       FLUSH_ALL = "flush_all\r\n".b.freeze
       FLUSH_OK = "OK"
       TOO_LARGE = "object too large"
+      MISS = "EN"
       # Errors in which the server answered: it is up, so it is not marked down.
       ANSWERED = [ServerError, ClientError, ProtocolError].freeze
 
@@ -91,7 +92,7 @@ module Strata
         server, = @ring.route(key)
         dispatch(server) do |c|
           c.write(Request.mg(key, flags: false, cas: false))
-          read_value(c).first
+          read_plain_value(c)
         end
       end
 
@@ -218,7 +219,7 @@ module Strata
 
       # The one place a connection is checked out and a failure is judged (see the class comment).
       def dispatch(server, &)
-        pool_for(server).with(timeout: @pool_timeout) { |conn| conn.request(&) }
+        pool_for(server).with { |conn| conn.request(&) } # the pool's own timeout is pool_timeout
       rescue ConnectionPool::TimeoutError
         raise RetryableError.new("#{server}: no free connection after #{@pool_timeout}s", tier: :l2)
       rescue ServerError => e
@@ -254,8 +255,19 @@ module Strata
       end
 
       # Reads one mg reply: [bytes or nil, result]. Stale items and placeholders are misses.
-      def read_value(conn)
-        result = Response.parse(conn.read_line, :mg)
+      # The value of a plain mg (no flags asked for): the reply is "EN" or "VA <n>" unless the
+      # item is stale or a lease placeholder, which the full parse turns into a miss.
+      def read_plain_value(conn)
+        line = conn.read_line
+        return nil if line == MISS
+        length = Response.plain_value_length(line)
+        return conn.read_bytes(length) if length
+
+        read_value(conn, line).first
+      end
+
+      def read_value(conn, line = conn.read_line)
+        result = Response.parse(line, :mg)
         return [nil, result] unless result.value?
 
         value = conn.read_bytes(result.value_length)
@@ -290,7 +302,7 @@ module Strata
         header = Request.ms_header(key, value.bytesize, ttl: server_ttl(ttl, role), mode: mode, cas: cas)
         dispatch(server) do |c|
           c.write(header, value, Request::CRLF)
-          Response.parse(c.read_line, :ms).status == :hit
+          Response.status(c.read_line, :ms) == :hit
         end
       end
 

@@ -62,7 +62,27 @@ module Strata
       DIGITS = /\A\d{1,20}\z/
       VALUE_LENGTH = /\A\d{1,10}\z/
 
+      # A reply of a bare status code (no flags), and a value reply with no flags: the common
+      # answers to ms and to a plain mg, recognised without tokenising the line.
+      BARE_STATUS = STATUSES.transform_keys { |code| code.b.freeze }.freeze
+      PLAIN_VALUE = /\AVA (\d{1,10})\z/
+
       module_function
+
+      # The status of a reply to command, like parse(line, command).status, with no allocation
+      # when the line is a bare status code.
+      def status(line, command)
+        status = BARE_STATUS[line]
+        return status if status && EXPECTED.fetch(command).include?(line)
+
+        parse(line, command).status
+      end
+
+      # The value length of a "VA <n>" line with no flags, else nil (parse it).
+      def plain_value_length(line)
+        match = PLAIN_VALUE.match(line)
+        match && match[1].to_i
+      end
 
       # Parses one reply line given without its "\r\n". With command (:mg, :ms, :md, :ma, :mn) a
       # status that command never answers raises ProtocolError; pass nil inside a pipeline where
