@@ -1,0 +1,364 @@
+# frozen_string_literal: true
+
+require "active_record"
+require "digest"
+require "strata/errors"
+require "strata/entry"
+require "strata/tier"
+require "strata/tiers/sql/database"
+require "strata/tiers/sql/dialect"
+require "strata/tiers/sql/embedded"
+require "strata/tiers/sql/expiry"
+require "strata/tiers/sql/schema"
+require "strata/tiers/sql/statements"
+
+module Strata
+  module Tiers
+    # L3: the durable tier, one table in SQLite or PostgreSQL through Active Record (DESIGN
+    # section 7). Load it with `require "strata/tiers/sql"`; it is the only part of Strata that
+    # loads Active Record.
+    #
+    # When to use it: as the bottom tier, for entries that are expensive to rebuild and worth
+    # keeping across restarts and deploys, or on its own as a cache shared by every process of a
+    # host (embedded) or of every host (PostgreSQL).
+    #
+    # Two ways to connect; pass exactly one:
+    #
+    #   SQL.new(path: "tmp/cache/strata.sqlite3")
+    #     Embedded: a SQLite file in WAL mode (synchronous=NORMAL) with a pool of its own, apart
+    #     from the app's connections and transactions. The tier creates the file and its table.
+    #
+    #   SQL.new(connection_class: CacheRecord)
+    #     An Active Record class whose pool reaches PostgreSQL (or SQLite). Make the table first with
+    #     SQL.create_table!(CacheRecord) or the migration from `bin/rails generate strata:sql`.
+    #     Prefer an abstract class of its own (`connects_to database: {writing: :cache}`) to
+    #     ActiveRecord::Base: on the app's own pool, a cache write made inside an app transaction
+    #     commits or rolls back with it. Give the database config connect_timeout and a
+    #     statement_timeout, so that an unreachable server fails the call rather than hanging it.
+    #
+    # Keys are 1 to 250 bytes (their bytes, whatever their encoding); values are byte strings;
+    # TTLs are seconds (Float allowed, nil or 0 for never, negative for already expired).
+    #
+    # Reads compare the full key, so two keys whose 64-bit hashes collide read as misses, never as
+    # each other's value (they share one row: the later write takes it). Expired rows read as
+    # misses. max_age bounds how long rows are kept, not how long they are served.
+    #
+    # Expiry: every expire_every writes (counted per process), before its own write, a write runs
+    # one pass (Expiry) over the oldest expiry_batch_size rows by id, which is the order of last
+    # writes: it deletes those that expired or outlived max_age, and the oldest ones while the
+    # table is over max_size or max_entries. A pass deletes at most one batch. With rows of even
+    # size and expire_every <= expiry_batch_size, the table stays within one batch of its bounds.
+    # Expired rows further back wait for their turn at the front, or for #cleanup.
+    #
+    # Sizing: a pass with max_size or max_entries set counts the table (COUNT and SUM over the
+    # small columns, O(rows)); raise expire_every for tables of millions of rows. byte_size is
+    # key plus value bytes, without the database's per-row overhead and indexes.
+    #
+    # Thread and process safety: any thread of any process may call any method; each call checks
+    # a connection out of the pool for its statements and returns it. A forked child opens its
+    # own connections (Active Record discards the parent's pools after fork). SQLite takes one
+    # writer at a time across processes; a writer waits up to busy_timeout, and with the sqlite3
+    # gem 1.x it waits holding Ruby's GVL, so keep busy_timeout short.
+    #
+    # Failure: any database error (refused or lost connection, lock or statement timeout, missing
+    # table) raises Strata::TierError with tier :l3, Strata::RetryableError when a retry may pass
+    # (a lock or statement timeout, a busy SQLite file, no free pooled connection). A value over
+    # max_value_size raises Strata::ValueTooLargeError and writes nothing. A write whose expiry
+    # pass fails raises before it writes. Active Record reconnects on a later call.
+    #
+    # Capabilities: none (no leases, stale copies, cas or counters); invalidate deletes.
+    class SQL
+      include Strata::Tier
+
+      DEFAULTS = {
+        table_name: "strata_entries",
+        max_size: 256 * 1024 * 1024, # bytes (sum of byte_size); nil: unbounded
+        max_entries: nil,            # rows; nil: unbounded
+        max_age: nil,                # seconds since a row's last write; nil: kept until expiry or budget
+        max_value_size: 1024 * 1024, # bytes of one value; memcached's item size, so L2 takes what L3 holds
+        expiry_batch_size: 100,      # rows one expiry pass may delete
+        expire_every: 50,            # writes per process between passes, at most expiry_batch_size
+        pool: 5,                     # embedded only: connections in the SQLite pool
+        busy_timeout: 1              # embedded only: seconds to wait for another writer's lock
+      }.freeze
+
+      MAX_KEY_BYTES = 250
+      MAX_BATCH = 10_000
+      MAX_BUSY_TIMEOUT = 60
+      TABLE_NAME = /\A[A-Za-z_][A-Za-z0-9_]{0,62}\z/
+
+      # Creates the tier's table (and its unique index) through connection_class's pool unless it
+      # exists; safe to run again.
+      def self.create_table!(connection_class, table_name: DEFAULTS[:table_name])
+        raise ArgumentError, "table_name must be an SQL identifier, got #{table_name.inspect}" unless TABLE_NAME.match?(table_name.to_s)
+
+        connection_class.connection_pool.with_connection { |connection| Schema.create(connection, table_name.to_s) }
+        true
+      end
+
+      # The key_hash column for key: the first 8 bytes of its SHA-256 as a signed 64-bit integer,
+      # the same in every process and every version of Strata.
+      def self.key_hash(key)
+        Digest::SHA256.digest(key).unpack1("q>")
+      end
+
+      attr_reader :table_name
+
+      # See the class comment and DEFAULTS. pool and busy_timeout apply to path: only.
+      def initialize(path: nil, connection_class: nil, table_name: DEFAULTS[:table_name],
+        max_size: DEFAULTS[:max_size], max_entries: DEFAULTS[:max_entries], max_age: DEFAULTS[:max_age],
+        max_value_size: DEFAULTS[:max_value_size], expiry_batch_size: DEFAULTS[:expiry_batch_size],
+        expire_every: DEFAULTS[:expire_every], pool: nil, busy_timeout: nil)
+        validate_connection(path, connection_class, pool, busy_timeout)
+        validate_limits(table_name, max_size, max_entries, max_age, max_value_size, expiry_batch_size, expire_every)
+        @table_name = table_name.to_s
+        @max_value_size = max_value_size
+        @expire_every = expire_every
+        @batch = expiry_batch_size
+        @expiry = Expiry.new(max_size: max_size, max_entries: max_entries, max_age: max_age)
+        @limits = {max_size: max_size, max_entries: max_entries, max_age: max_age, max_value_size: max_value_size}
+        @statements = nil
+        @lock = Mutex.new # guards @writes and @counters
+        @writes = 0
+        @counters = {hits: 0, misses: 0, sets: 0, deletes: 0, expiry_passes: 0, expired: 0, evicted: 0}
+        @database = if path
+          open_embedded(File.expand_path(path.to_s), pool || DEFAULTS[:pool], busy_timeout || DEFAULTS[:busy_timeout])
+        else
+          Database.new(connection_class, owned: false)
+        end
+      end
+
+      # The Active Record class whose pool the tier uses (for path:, the one it made).
+      def connection_class
+        @database.connection_class
+      end
+
+      def get(key)
+        check_key(key)
+        binds = [key_hash(key), binary(key), Entry.now]
+        rows = @database.run(:get) { |c| @database.select(c, :get, statements.get, binds) }
+        count(rows.empty? ? :misses : :hits)
+        rows.empty? ? nil : rows.first.first
+      end
+
+      def get_multi(keys)
+        return {} if keys.empty?
+
+        keys.each { |key| check_key(key) }
+        wanted = keys.to_h { |key| [key.b, key] }
+        found = {}
+        @database.run(:get_multi) do |c|
+          wanted.keys.each_slice(Statements::MAX_IN_LIST) do |slice| # bound: keys.size / MAX_IN_LIST statements
+            select_in_list(c, slice).each do |stored_key, value|
+              key = wanted[stored_key] # nil for a row whose hash collides with a wanted key's
+              found[key] = value if key
+            end
+          end
+        end
+        count(:hits, found.size)
+        count(:misses, wanted.size - found.size)
+        found
+      end
+
+      def set(key, bytes, ttl: nil)
+        write(:set, key, bytes, ttl)
+        count(:sets)
+        true
+      end
+
+      def add(key, bytes, ttl: nil)
+        return false if write(:add, key, bytes, ttl).empty?
+
+        count(:sets)
+        true
+      end
+
+      def delete(key)
+        check_key(key)
+        now = Entry.now
+        rows = @database.run(:delete) { |c| @database.write(c, :delete, statements.delete, [key_hash(key), binary(key)]) }
+        count(:deletes)
+        rows.any? { |(expires_at)| expires_at == 0 || expires_at > now }
+      end
+
+      def clear
+        @database.run(:clear) { |c| @database.delete(c, :clear, statements.clear) }
+        true
+      end
+
+      # Deletes every expired row, and every row older than max_age, in steps of
+      # Statements::CLEANUP_STEP rows. The number deleted.
+      def cleanup
+        now = Entry.now
+        written_before = @expiry.written_before(now) || 0 # created_at < 0 matches no row
+        @database.run(:cleanup) do |c|
+          last = @database.select(c, :cleanup, statements.max_id).first.first
+          after = 0
+          deleted = 0
+          loop do # bound: the ids up to last, CLEANUP_STEP at a time
+            ids = @database.select(c, :cleanup, statements.expired_ids, [after, last, now, written_before]).map(&:first)
+            break if ids.empty?
+
+            deleted += @database.delete(c, :cleanup, statements.delete_ids(ids))
+            after = ids.last
+          end
+          deleted
+        end
+      end
+
+      # This process's counters, the bounds, and the table's entries and bytes (a COUNT and SUM
+      # over the table: O(rows)).
+      def stats
+        entries, bytes = @database.run(:stats) { |c| @database.select(c, :stats, statements.totals).first }
+        @lock.synchronize { @counters.dup }.merge(@limits).merge(entries: entries, bytes: bytes)
+      end
+
+      # Embedded: disconnects and removes the tier's pool. With a connection_class the app owns
+      # the pool, and close leaves it alone. Later calls raise Strata::TierError either way.
+      def close
+        @database.close unless @database.closed?
+        nil
+      end
+
+      def closed?
+        @database.closed?
+      end
+
+      def inspect
+        "#<#{self.class} #{@database.description} table=#{@table_name}#{" closed" if closed?}>"
+      end
+
+      private
+
+      # set or add on key: the rows the statement returned (add: one when it stored).
+      def write(operation, key, bytes, ttl)
+        check_key(key)
+        raise TypeError, "value must be a String, not #{bytes.class}" unless bytes.is_a?(String)
+        if bytes.bytesize > @max_value_size
+          raise ValueTooLargeError, "value for key #{key.inspect} is #{bytes.bytesize} bytes; " \
+            "the SQL tier's max_value_size is #{@max_value_size}"
+        end
+
+        now = Entry.now
+        binds = [key_hash(key), binary(key), binary(bytes), expires_at(ttl, now), now, key.bytesize + bytes.bytesize]
+        @database.run(operation) do |c|
+          expire(c) if write_due? # first, so that a write that raises wrote nothing
+          @database.write(c, operation, statements.public_send(operation), binds)
+        end
+      end
+
+      # Rows [key, value] for up to Statements::MAX_IN_LIST binary keys.
+      def select_in_list(c, keys)
+        size = statements.in_list_size(keys.size)
+        binds = keys.map { |key| key_hash(key) }
+        binds.fill(binds.first, binds.size, size - binds.size) # padding repeats a hash, which IN ignores
+        binds << Entry.now
+        @database.select(c, :get_multi, statements.get_multi(size), binds)
+      end
+
+      # One expiry pass (see Expiry) on connection c.
+      def expire(c)
+        head = @database.select(c, :expire, statements.head)
+        entries, bytes = (@expiry.budgeted? && !head.empty?) ? @database.select(c, :expire, statements.totals).first : [0, 0]
+        victims = @expiry.victims(head, entries, bytes, Entry.now)
+        @database.delete(c, :expire, statements.delete_ids(victims.ids)) unless victims.ids.empty?
+        @lock.synchronize do
+          @counters[:expiry_passes] += 1
+          @counters[:expired] += victims.expired
+          @counters[:evicted] += victims.evicted
+        end
+      end
+
+      def write_due?
+        @lock.synchronize { ((@writes += 1) % @expire_every).zero? }
+      end
+
+      def statements
+        @statements ||= Statements.new(@table_name, @database.dialect, expiry_batch_size: @batch)
+      end
+
+      def open_embedded(path, pool, busy_timeout)
+        database = Database.new(Embedded.connection_class(path, pool: pool, busy_timeout: busy_timeout), owned: true)
+        database.run(:create_table) { |c| Schema.create(c, @table_name) }
+        database
+      rescue SystemCallError => e
+        raise TierError.new("Strata L3 sqlite3:#{path}: #{e.message}", tier: :l3)
+      end
+
+      # --- values --------------------------------------------------------------------------------
+
+      def key_hash(key)
+        SQL.key_hash(key)
+      end
+
+      # A bind that every adapter sends as bytes (blob, bytea), never as text.
+      def binary(string)
+        ActiveModel::Type::Binary::Data.new((string.encoding == Encoding::BINARY) ? string : string.b)
+      end
+
+      def expires_at(ttl, now)
+        return 0 if ttl.nil? || ttl.zero?
+
+        now + (ttl * 1000).ceil # a negative ttl lands in the past: expired at once
+      end
+
+      def check_key(key)
+        raise TypeError, "key must be a String, not #{key.class}" unless key.is_a?(String)
+        raise ArgumentError, "key is empty" if key.empty?
+        raise ArgumentError, "key is #{key.bytesize} bytes; keys are at most #{MAX_KEY_BYTES} bytes" if key.bytesize > MAX_KEY_BYTES
+      end
+
+      def count(counter, amount = 1)
+        @lock.synchronize { @counters[counter] += amount }
+      end
+
+      # --- options -------------------------------------------------------------------------------
+
+      def validate_connection(path, connection_class, pool, busy_timeout)
+        raise ArgumentError, "pass path: (embedded SQLite) or connection_class:, not both" if path && connection_class
+        raise ArgumentError, "pass path: (embedded SQLite) or connection_class:" if path.nil? && connection_class.nil?
+        return validate_embedded(path, pool, busy_timeout) if path
+
+        unless connection_class.is_a?(Class) && connection_class <= ActiveRecord::Base
+          raise ArgumentError, "connection_class must be ActiveRecord::Base or a subclass, not #{connection_class.inspect}"
+        end
+        raise ArgumentError, "pool applies to path: only; connection_class brings its own pool" if pool
+        raise ArgumentError, "busy_timeout applies to path: only; set the database's timeouts in its config" if busy_timeout
+      end
+
+      def validate_embedded(path, pool, busy_timeout)
+        raise ArgumentError, "path must be a non-empty String or Pathname" if path.to_s.empty?
+        raise ArgumentError, "pool must be a positive Integer" unless optional?(pool) { pool.is_a?(Integer) && pool.positive? }
+        unless optional?(busy_timeout) { busy_timeout.is_a?(Numeric) && busy_timeout.between?(0, MAX_BUSY_TIMEOUT) }
+          raise ArgumentError, "busy_timeout must be between 0 and #{MAX_BUSY_TIMEOUT} seconds"
+        end
+      end
+
+      def validate_limits(table_name, max_size, max_entries, max_age, max_value_size, batch, every)
+        raise ArgumentError, "table_name must be an SQL identifier, got #{table_name.inspect}" unless TABLE_NAME.match?(table_name.to_s)
+        raise ArgumentError, "max_size must be nil or a positive Integer (bytes)" unless optional?(max_size) { positive_integer?(max_size) }
+        raise ArgumentError, "max_entries must be nil or a positive Integer" unless optional?(max_entries) { positive_integer?(max_entries) }
+        unless optional?(max_age) { max_age.is_a?(Numeric) && max_age.positive? }
+          raise ArgumentError, "max_age must be nil or a positive number of seconds"
+        end
+        raise ArgumentError, "max_value_size must be a positive Integer (bytes)" unless positive_integer?(max_value_size)
+        unless batch.is_a?(Integer) && batch.between?(1, MAX_BATCH)
+          raise ArgumentError, "expiry_batch_size must be an Integer between 1 and #{MAX_BATCH}"
+        end
+        unless every.is_a?(Integer) && every.between?(1, batch)
+          raise ArgumentError, "expire_every must be an Integer between 1 and expiry_batch_size (#{batch}): " \
+            "a pass must be able to delete as many rows as were written since the last one"
+        end
+      end
+
+      # True when value is nil (the option is off) or the block accepts it.
+      def optional?(value)
+        value.nil? || yield
+      end
+
+      def positive_integer?(value)
+        value.is_a?(Integer) && value.positive?
+      end
+    end
+  end
+end

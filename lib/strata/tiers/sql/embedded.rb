@@ -1,0 +1,49 @@
+# frozen_string_literal: true
+
+require "fileutils"
+
+module Strata
+  module Tiers
+    class SQL
+      # The embedded database: one SQLite file with an Active Record pool of its own, apart from
+      # the app's connections (and so from the app's transactions).
+      #
+      # Active Record keys pools by class name and refuses anonymous classes, so each tier gets an
+      # abstract class named after its file and a sequence number: two tiers on one file each have
+      # a pool, and closing one leaves the other working.
+      module Embedded
+        @sequence = 0
+        @sequence_lock = Mutex.new
+
+        module_function
+
+        # A new abstract Active Record class connected to the SQLite file at path (created 0600,
+        # its directory 0700, when missing). pool: connections; busy_timeout: seconds a statement
+        # waits for another process's write lock.
+        def connection_class(path, pool:, busy_timeout:)
+          FileUtils.mkdir_p(File.dirname(path), mode: 0o700)
+          # SQLite gives its -wal and -shm files the database file's mode.
+          File.open(path, File::WRONLY | File::CREAT, 0o600, &:close)
+          record = Class.new(ActiveRecord::Base)
+          label = "Strata::Tiers::SQL::Embedded(#{path})##{next_sequence}"
+          record.define_singleton_method(:name) { label }
+          record.abstract_class = true
+          record.establish_connection(
+            adapter: "sqlite3",
+            database: path,
+            pool: pool,
+            timeout: (busy_timeout * 1000).round, # milliseconds
+            # Active Record's defaults since 7.1 (7.1 ignores this key); named here because the
+            # tier's durability and concurrency rest on them.
+            pragmas: {journal_mode: :wal, synchronous: :normal}
+          )
+          record
+        end
+
+        def next_sequence
+          @sequence_lock.synchronize { @sequence += 1 }
+        end
+      end
+    end
+  end
+end

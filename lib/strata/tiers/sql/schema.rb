@@ -1,0 +1,36 @@
+# frozen_string_literal: true
+
+module Strata
+  module Tiers
+    class SQL
+      # The SQL tier's one table (DESIGN section 7), through Active Record's schema statements so
+      # that each database gets its own types: bigint, blob on SQLite and bytea on PostgreSQL.
+      #
+      #   id          the FIFO position: a rewrite takes a new id (see Statements)
+      #   key_hash    signed 64-bit hash of the key, unique: the upsert's conflict target
+      #   expires_at  unix ms, 0 = never
+      #   created_at  unix ms of the last write (max_age counts from it)
+      #   byte_size   key plus value bytes, what max_size adds up
+      #   key, value  the bytes, last: a scan of the small columns never reads a large value's pages
+      #
+      # The migration template (lib/generators/strata/sql/templates) writes the same table out in
+      # full, as a migration must not change after it has run; a test holds the two equal.
+      module Schema
+        module_function
+
+        # Creates the table and its index unless they exist.
+        def create(connection, table_name)
+          connection.create_table(table_name, if_not_exists: true) do |t|
+            t.bigint :key_hash, null: false
+            t.bigint :expires_at, null: false, default: 0
+            t.bigint :created_at, null: false
+            t.integer :byte_size, null: false
+            t.binary :key, null: false
+            t.binary :value, null: false
+          end
+          connection.add_index(table_name, :key_hash, unique: true, if_not_exists: true)
+        end
+      end
+    end
+  end
+end

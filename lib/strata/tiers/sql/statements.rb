@@ -1,0 +1,95 @@
+# frozen_string_literal: true
+
+module Strata
+  module Tiers
+    class SQL
+      # Every statement the SQL tier runs, as text built once per tier for its table and dialect.
+      # Pure: nothing here touches a connection. Values always travel as bind parameters, in the
+      # order each method's comment gives; only integers the tier read from the table itself (ids)
+      # and its own validated numbers (batch sizes) are written into the text.
+      #
+      # A rewrite (set, or add over an expired or colliding row) gives the row a new id, so the
+      # FIFO order by id is the order of last writes and an expiry pass that deletes by id never
+      # removes a write made after it read the ids.
+      class Statements
+        # get_multi pads its IN list to one of these lengths, so that a few prepared statements
+        # serve every batch. Batches are at most the last one.
+        IN_LIST_SIZES = [1, 2, 4, 8, 16, 32, 64, 128].freeze
+        MAX_IN_LIST = IN_LIST_SIZES.last
+        # cleanup deletes in steps of this many rows, each its own short statement.
+        CLEANUP_STEP = 1000
+
+        INSERT_COLUMNS = "key_hash, key, value, expires_at, created_at, byte_size"
+
+        attr_reader :get, :set, :add, :delete, :clear, :head, :totals, :max_id, :expired_ids
+
+        # table: an identifier the caller validated; it is quoted here.
+        def initialize(table, dialect, expiry_batch_size:)
+          @table = %("#{table}")
+          @dialect = dialect
+          @get_multi = {}
+          build(expiry_batch_size)
+        end
+
+        # Binds: the key_hashes (count of them, padded to an IN_LIST_SIZES length), then now (ms).
+        # Rows: key, value.
+        def get_multi(count)
+          @get_multi.fetch(count) { raise ArgumentError, "no IN list of #{count}" }
+        end
+
+        # The IN list length for count keys (count <= MAX_IN_LIST).
+        def in_list_size(count)
+          IN_LIST_SIZES.find { |size| size >= count }
+        end
+
+        # ids: Integers read from the table.
+        def delete_ids(ids)
+          "DELETE FROM #{@table} WHERE id IN (#{ids.map { |id| Integer(id) }.join(", ")})"
+        end
+
+        private
+
+        def build(batch)
+          # Binds: key_hash, key, now (ms). Rows: value.
+          @get = "SELECT value FROM #{@table} WHERE key_hash = #{bind(1)} AND key = #{bind(2)} " \
+            "AND (expires_at = 0 OR expires_at > #{bind(3)})"
+          IN_LIST_SIZES.each do |size|
+            hashes = (1..size).map { |index| bind(index) }.join(", ")
+            @get_multi[size] = "SELECT key, value FROM #{@table} WHERE key_hash IN (#{hashes}) " \
+              "AND (expires_at = 0 OR expires_at > #{bind(size + 1)})"
+          end
+          # Binds: key_hash, key, value, expires_at, created_at (now, ms), byte_size.
+          @set = upsert
+          # Same binds; a row comes back when stored. An existing row gives way only to another
+          # key (a hash collision: the slot goes to the newer key) or when it has expired.
+          @add = "#{upsert} WHERE #{@table}.key <> excluded.key " \
+            "OR (#{@table}.expires_at <> 0 AND #{@table}.expires_at <= excluded.created_at) RETURNING id"
+          # Binds: key_hash, key. Rows: expires_at of the row removed.
+          @delete = "DELETE FROM #{@table} WHERE key_hash = #{bind(1)} AND key = #{bind(2)} RETURNING expires_at"
+          @clear = "DELETE FROM #{@table}"
+          # The front of the FIFO: the next candidates of an expiry pass.
+          @head = "SELECT id, byte_size, expires_at, created_at FROM #{@table} ORDER BY id LIMIT #{Integer(batch)}"
+          @totals = "SELECT COUNT(*) AS entries, COALESCE(SUM(byte_size), 0) AS bytes FROM #{@table}"
+          @max_id = "SELECT COALESCE(MAX(id), 0) AS id FROM #{@table}"
+          # Binds: after id, up to id, now (ms), written before (ms; 0 when there is no max_age).
+          # Rows: id, at most CLEANUP_STEP, in id order.
+          @expired_ids = "SELECT id FROM #{@table} WHERE id > #{bind(1)} AND id <= #{bind(2)} " \
+            "AND ((expires_at <> 0 AND expires_at <= #{bind(3)}) OR created_at < #{bind(4)}) " \
+            "ORDER BY id LIMIT #{CLEANUP_STEP}"
+        end
+
+        def upsert
+          values = (1..6).map { |index| bind(index) }.join(", ")
+          "INSERT INTO #{@table} (#{INSERT_COLUMNS}) VALUES (#{values}) " \
+            "ON CONFLICT (key_hash) DO UPDATE SET id = #{@dialect.next_id(@table)}, key = excluded.key, " \
+            "value = excluded.value, expires_at = excluded.expires_at, created_at = excluded.created_at, " \
+            "byte_size = excluded.byte_size"
+        end
+
+        def bind(index)
+          @dialect.placeholder(index)
+        end
+      end
+    end
+  end
+end

@@ -1,0 +1,371 @@
+# frozen_string_literal: true
+
+require "securerandom"
+require "minitest/mock"
+require "strata/tiers/sql"
+require "support/child_processes"
+
+module Strata
+  module TestSupport
+    # The SQL tier's contract, run against each database by a test class that includes it and
+    # defines:
+    #
+    #   build_tier(**options)  a Tiers::SQL on this class's database and table, which the class
+    #                          closes and drops in its teardown; every call reaches the same table
+    #
+    # and sets @tier = build_tier in its setup. Rows are forged with literal SQL that Active
+    # Record quotes for each database, so these helpers need no dialect of their own.
+    module SqlTierContract
+      include ChildProcesses
+
+      SQL = Strata::Tiers::SQL
+      # Seconds a forked child may take.
+      DEADLINE = 30
+
+      def test_is_a_tier_without_capabilities
+        assert_kind_of Strata::Tier, @tier
+        assert @tier.capabilities.values.none?, "no leases, stale copies, cas or counters: #{@tier.capabilities}"
+        assert_raises(NotImplementedError) { @tier.incr("n") }
+        assert_raises(NotImplementedError) { @tier.get_with_cas("n") }
+      end
+
+      def test_contract_operations
+        assert @tier.set("a", "1", ttl: 60)
+        assert_equal "1", @tier.get("a")
+        assert_nil @tier.get("missing")
+        refute @tier.add("a", "2"), "add leaves a live key alone"
+        assert_equal "1", @tier.get("a")
+        assert @tier.add("b", "2", ttl: 1.5)
+        assert_equal({"a" => "1", "b" => "2"}, @tier.get_multi(["a", "b", "c"]))
+        assert_equal({}, @tier.get_multi([]))
+        assert @tier.set("a", "3")
+        assert_equal "3", @tier.get("a")
+
+        assert @tier.delete("a")
+        refute @tier.delete("a"), "nothing left to delete"
+        assert_nil @tier.get("a")
+        assert @tier.invalidate("b"), "invalidate deletes"
+        assert_nil @tier.get("b")
+      end
+
+      def test_get_multi_across_many_batches
+        keys = (1..300).map { |i| "many-#{i}" }
+        keys.each_with_index { |key, i| @tier.set(key, i.to_s) if i.even? }
+        found = @tier.get_multi(keys + ["many-2", "absent"])
+
+        assert_equal 150, found.size
+        keys.each_with_index { |key, i| i.even? ? assert_equal(i.to_s, found[key]) : assert_nil(found[key]) }
+      end
+
+      def test_ttl_sets_expires_at_and_expired_rows_read_as_misses
+        before = Strata::Entry.now
+        @tier.set("ttl", "v", ttl: 60)
+        @tier.set("ttl-float", "v", ttl: 0.0015)
+        @tier.set("forever", "v")
+        @tier.set("zero", "v", ttl: 0)
+        after = Strata::Entry.now
+
+        assert_includes (before + 60_000)..(after + 60_000), expires_at_of("ttl")
+        assert_includes (before + 2)..(after + 2), expires_at_of("ttl-float"), "a Float TTL rounds up to whole ms"
+        assert_equal 0, expires_at_of("forever")
+        assert_equal 0, expires_at_of("zero")
+
+        @tier.set("negative", "v", ttl: -1)
+        assert_nil @tier.get("negative"), "a negative TTL expires at once"
+        execute("UPDATE #{table} SET expires_at = #{Strata::Entry.now - 1} WHERE key_hash = #{SQL.key_hash("ttl")}")
+        assert_nil @tier.get("ttl")
+        assert_equal({"forever" => "v"}, @tier.get_multi(["ttl", "forever", "negative"]))
+        refute @tier.delete("ttl"), "deleting an expired row reports nothing deleted"
+        assert_equal 0, count_rows("key_hash = #{SQL.key_hash("ttl")}"), "but removes it"
+      end
+
+      def test_add_takes_the_place_of_an_expired_row
+        @tier.set("k", "old", ttl: -1)
+        assert @tier.add("k", "new", ttl: 60)
+        assert_equal "new", @tier.get("k")
+      end
+
+      def test_binary_keys_and_values
+        every_byte = (0..255).map(&:chr).join.b
+        keys = [every_byte.byteslice(0, 250), every_byte.byteslice(6, 250), "\x00".b, "\xFF\xFE".b, "ключ"]
+        keys.each_with_index { |key, i| assert @tier.set(key, every_byte + i.chr) }
+
+        keys.each_with_index do |key, i|
+          value = @tier.get(key)
+          assert_equal every_byte + i.chr, value
+          assert_equal Encoding::BINARY, value.encoding
+        end
+        assert_equal keys.size, @tier.get_multi(keys).size
+        assert_equal "#{every_byte}\x04".b, @tier.get("ключ".b), "a key is its bytes, whatever its encoding"
+        assert_equal ["ключ"], @tier.get_multi(["ключ"]).keys, "get_multi answers with the caller's keys"
+      end
+
+      def test_key_limits
+        assert @tier.set("k" * 250, "v")
+        assert_equal "v", @tier.get("k" * 250)
+        error = assert_raises(ArgumentError) { @tier.set("k" * 251, "v") }
+        assert_match(/251 bytes/, error.message)
+        assert_raises(ArgumentError) { @tier.get("") }
+        assert_raises(TypeError) { @tier.get(:symbol) }
+        assert_raises(TypeError) { @tier.set("k", 42) }
+      end
+
+      # Two keys with the same key_hash share one row: reading either key compares the full key,
+      # so the one not stored reads as a miss, never as the other's value.
+      def test_a_hash_collision_reads_as_a_miss
+        insert_rows([{key_hash: SQL.key_hash("victim"), key: "impostor", value: "wrong"}])
+
+        assert_nil @tier.get("victim")
+        assert_equal({}, @tier.get_multi(["victim"]))
+        refute @tier.delete("victim")
+        assert_equal 1, count_rows, "deleting the victim leaves the impostor's row"
+
+        assert @tier.add("victim", "right"), "add takes a slot another key holds"
+        assert_equal "right", @tier.get("victim")
+        assert_nil @tier.get("impostor"), "the row moved to the new key"
+        assert_equal 1, count_rows
+      end
+
+      def test_a_value_over_max_value_size_writes_nothing
+        tier = build_tier(max_value_size: 100)
+        assert tier.set("fits", "v" * 100)
+
+        error = assert_raises(Strata::ValueTooLargeError) { tier.set("big", "v" * 101) }
+        assert_match(/101 bytes/, error.message)
+        assert_match(/max_value_size is 100/, error.message)
+        assert_match(/"big"/, error.message)
+        assert_raises(Strata::ValueTooLargeError) { tier.add("big", "v" * 101) }
+        assert_nil tier.get("big")
+        assert_equal 1, count_rows
+      end
+
+      def test_clear
+        3.times { |i| @tier.set("c#{i}", "v") }
+        assert @tier.clear
+        assert_equal 0, count_rows
+        assert_nil @tier.get("c0")
+      end
+
+      def test_cleanup_deletes_every_expired_row_and_keeps_the_rest
+        expired = 2 * SQL::Statements::CLEANUP_STEP + 100 # three steps
+        insert_rows((1..expired).map { |i| {key: "dead-#{i}", expires_at: 1} })
+        @tier.set("live", "v", ttl: 60)
+        @tier.set("forever", "v")
+
+        assert_equal expired, @tier.cleanup
+        assert_equal 2, count_rows
+        assert_equal 0, @tier.cleanup
+      end
+
+      def test_cleanup_deletes_rows_older_than_max_age
+        tier = build_tier(max_age: 60)
+        insert_rows([{key: "old", created_at: Strata::Entry.now - 61_000}, {key: "young"}])
+
+        assert_equal 1, tier.cleanup
+        assert_equal "v", tier.get("young")
+      end
+
+      def test_stats
+        @tier.set("s1", "12345")
+        @tier.add("s1", "x")
+        @tier.get("s1")
+        @tier.get("s2")
+        @tier.get_multi(["s1", "s2", "s3"])
+        @tier.delete("s1")
+        @tier.set("s4", "678")
+
+        stats = @tier.stats
+        assert_equal 2, stats[:hits]
+        assert_equal 3, stats[:misses]
+        assert_equal 2, stats[:sets], "a refused add stores nothing"
+        assert_equal 1, stats[:deletes]
+        assert_equal 1, stats[:entries]
+        assert_equal "s4".bytesize + "678".bytesize, stats[:bytes]
+        assert_equal 1024 * 1024, stats[:max_value_size]
+      end
+
+      # Expired rows at the front of the FIFO: each pass deletes one batch of them, oldest first,
+      # never more, however many are waiting.
+      def test_an_expiry_pass_deletes_at_most_one_batch_oldest_first
+        tier = build_tier(max_size: nil, expiry_batch_size: 10, expire_every: 5)
+        insert_rows((1..100).map { |i| {key: format("old-%03d", i), expires_at: 1} })
+        old_ids = row_ids
+
+        4.times { |i| tier.set("new-#{i}", "v") }
+        assert_equal 104, count_rows, "no pass before the fifth write"
+        tier.set("new-4", "v")
+        assert_equal 95, count_rows, "the fifth write ran one pass first: 100 + 5 - 10"
+        assert_equal old_ids.drop(10), row_ids & old_ids, "the pass took the oldest ten"
+
+        rows = count_rows
+        (5...60).each do |i|
+          tier.set("new-#{i}", "v")
+          deleted = rows + 1 - count_rows
+          assert_operator deleted, :<=, 10, "write #{i + 1} deleted #{deleted} rows"
+          rows = count_rows
+        end
+        assert_equal 60, count_rows, "after 12 passes every expired row is gone, every new one kept"
+        assert_equal 100, tier.stats[:expired]
+        assert_equal 12, tier.stats[:expiry_passes]
+      end
+
+      def test_max_size_holds_within_one_batch_after_a_burst
+        row_bytes = 100 # a 5-byte key and a 95-byte value
+        max_size = 50 * row_bytes
+        batch = 10
+        tier = build_tier(max_size: max_size, expiry_batch_size: batch, expire_every: batch)
+
+        500.times do |i|
+          tier.set(format("k%04d", i), "v" * 95)
+          bytes = total_bytes
+          assert_operator bytes, :<=, max_size + batch * row_bytes, "after write #{i + 1}"
+        end
+        assert_operator total_bytes, :>=, max_size - batch * row_bytes, "eviction stops once the table fits"
+        assert_equal "v" * 95, tier.get("k0499"), "the newest rows stay"
+        assert_nil tier.get("k0000"), "the oldest rows went first"
+        assert_operator tier.stats[:evicted], :>=, 500 - 60
+      end
+
+      def test_max_entries_holds_within_one_batch
+        tier = build_tier(max_entries: 20, expiry_batch_size: 5, expire_every: 5)
+        100.times { |i| tier.set("e#{i}", "v") }
+
+        assert_operator count_rows, :<=, 25
+        assert_equal "v", tier.get("e99")
+      end
+
+      def test_max_age_expires_old_rows_a_batch_at_a_time
+        tier = build_tier(max_age: 60, expiry_batch_size: 10, expire_every: 1)
+        insert_rows((1..15).map { |i| {key: "aged-#{i}", created_at: Strata::Entry.now - 61_000} })
+
+        tier.set("fresh", "v")
+        assert_equal 6, count_rows, "one pass: ten aged rows out, the write in"
+        tier.set("fresh", "v")
+        assert_equal 1, count_rows
+      end
+
+      # A rewrite takes a new id, so the FIFO order is the order of last writes.
+      def test_a_rewritten_row_moves_to_the_back
+        tier = build_tier(max_entries: 2, expiry_batch_size: 10, expire_every: 10)
+        %w[a b c a].each { |key| tier.set(key, key) }
+        bounded = build_tier(max_entries: 2, expiry_batch_size: 10, expire_every: 1)
+
+        bounded.set("d", "d") # one pass over a, b, c, then the write
+        assert_nil bounded.get("b"), "b was written longest ago"
+        assert_equal %w[a c d], %w[a b c d].select { |key| bounded.get(key) }
+      end
+
+      def test_a_forked_child_uses_its_own_connections
+        @tier.set("before-fork", "parent")
+        pid = fork_child do
+          @tier.get("before-fork") == "parent" && @tier.set("from-child", "child") && @tier.get_multi(["from-child"]).size == 1
+        end
+        status = reap(pid, DEADLINE)
+
+        refute_nil status, "the child finished within #{DEADLINE}s"
+        assert_predicate status, :success?
+        assert_equal "child", @tier.get("from-child"), "the parent sees the child's write"
+        assert @tier.set("after-fork", "parent"), "the parent's connections still work"
+        assert_equal "parent", @tier.get("after-fork")
+      end
+
+      def test_threads_share_the_tier
+        threads = 4.times.map do |t|
+          Thread.new do
+            50.times.all? do |i|
+              key = "t#{t}-#{i % 10}"
+              @tier.set(key, "#{t}:#{i}") && @tier.get(key) == "#{t}:#{i}"
+            end
+          end
+        end
+        assert threads.map(&:value).all?
+      end
+
+      # Rails turns the query cache on for every pool during a request. A write from another
+      # thread does not clear this thread's cache, so only reads that bypass it see the write.
+      # The clock stands still, as it may between two reads: the reads' binds (now) are equal.
+      def test_reads_bypass_the_query_cache
+        @tier.set("cached", "1")
+        Strata::Entry.stub(:now, Strata::Entry.now) do
+          @tier.connection_class.connection_pool.with_connection do |c|
+            c.cache do
+              assert_equal "1", @tier.get("cached")
+              assert_equal({"cached" => "1"}, @tier.get_multi(["cached"]))
+              Thread.new { @tier.set("cached", "2") }.join
+              assert_equal "2", @tier.get("cached")
+              assert_equal({"cached" => "2"}, @tier.get_multi(["cached"]))
+            end
+          end
+        end
+      end
+
+      def test_a_missing_table_raises_a_tier_error
+        tier = SQL.new(connection_class: @tier.connection_class, table_name: "strata_missing_#{SecureRandom.hex(4)}")
+        error = assert_raises(Strata::TierError) { tier.get("k") }
+        assert_equal :l3, error.tier
+        assert_match(/strata_missing_/, error.message)
+        assert_kind_of ActiveRecord::StatementInvalid, error.cause
+      end
+
+      def test_create_table_is_idempotent
+        assert SQL.create_table!(@tier.connection_class, table_name: table)
+        assert SQL.create_table!(@tier.connection_class, table_name: table)
+        @tier.set("k", "v")
+        assert_equal "v", @tier.get("k")
+        assert_raises(ArgumentError) { SQL.create_table!(@tier.connection_class, table_name: "bad name") }
+      end
+
+      private
+
+      def table
+        @tier.table_name
+      end
+
+      def execute(sql)
+        @tier.connection_class.connection_pool.with_connection { |c| c.execute(sql) }
+      end
+
+      def select_values(sql)
+        @tier.connection_class.connection_pool.with_connection { |c| c.select_values(sql) }
+      end
+
+      def count_rows(where = "1 = 1")
+        select_values("SELECT COUNT(*) FROM #{table} WHERE #{where}").first.to_i
+      end
+
+      def total_bytes
+        select_values("SELECT COALESCE(SUM(byte_size), 0) FROM #{table}").first.to_i
+      end
+
+      def row_ids
+        select_values("SELECT id FROM #{table} ORDER BY id").map(&:to_i)
+      end
+
+      def expires_at_of(key)
+        select_values("SELECT expires_at FROM #{table} WHERE key_hash = #{SQL.key_hash(key)}").first.to_i
+      end
+
+      # Inserts rows in one statement, in order (so ids ascend). Each: key:, and optionally value:
+      # ("v"), key_hash: (the key's), expires_at: (0), created_at: (now).
+      def insert_rows(rows)
+        now = Strata::Entry.now
+        @tier.connection_class.connection_pool.with_connection do |c|
+          values = rows.map do |row|
+            key = row.fetch(:key).b
+            value = row.fetch(:value, "v").b
+            fields = [row.fetch(:key_hash) { SQL.key_hash(key) }, row.fetch(:expires_at, 0), row.fetch(:created_at, now),
+              key.bytesize + value.bytesize]
+            "(#{fields.join(", ")}, #{c.quote(binary(key))}, #{c.quote(binary(value))})"
+          end
+          values.each_slice(500) do |slice|
+            c.execute("INSERT INTO #{table} (key_hash, expires_at, created_at, byte_size, key, value) VALUES #{slice.join(", ")}")
+          end
+        end
+      end
+
+      def binary(bytes)
+        ActiveModel::Type::Binary::Data.new(bytes)
+      end
+    end
+  end
+end

@@ -1,0 +1,58 @@
+# frozen_string_literal: true
+
+require "test_helper"
+require "support/sql_tier_contract"
+require "support/postgres_cluster"
+
+# Tiers::SQL on PostgreSQL through an Active Record class of the app's kind (connection_class:):
+# the same contract as on SQLite, against the server bin/test starts (STRATA_POSTGRES_URL). Each
+# test has a table of its own, made with SQL.create_table! and dropped after.
+class SqlPostgresTierTest < Minitest::Test
+  include Strata::TestSupport::SqlTierContract
+
+  # Stands for the app's abstract class on its cache database.
+  class Record < ActiveRecord::Base
+    self.abstract_class = true
+  end
+
+  def self.connect
+    @connected ||= Record.establish_connection(Strata::TestSupport::PostgresCluster.url)
+  end
+
+  def setup
+    skip Strata::TestSupport::PostgresCluster::SKIP_REASON unless Strata::TestSupport::PostgresCluster.url
+
+    self.class.connect
+    @table = "strata_test_#{SecureRandom.hex(6)}"
+    SQL.create_table!(Record, table_name: @table)
+    @tiers = []
+    @tier = build_tier
+  end
+
+  def teardown
+    return unless @table
+
+    @tiers.each(&:close)
+    Record.connection_pool.with_connection { |c| c.drop_table(@table, if_exists: true) }
+  end
+
+  def build_tier(**options)
+    tier = SQL.new(connection_class: Record, table_name: @table, **options)
+    @tiers << tier
+    tier
+  end
+
+  def test_the_table_has_postgresql_types
+    columns = Record.connection_pool.with_connection { |c| c.columns(@table).to_h { |column| [column.name, column.sql_type] } }
+    assert_equal({"id" => "bigint", "key_hash" => "bigint", "expires_at" => "bigint", "created_at" => "bigint",
+                  "byte_size" => "integer", "key" => "bytea", "value" => "bytea"}, columns)
+  end
+
+  def test_close_leaves_the_apps_pool_alone
+    @tier.close
+    assert_predicate @tier, :closed?
+    assert_raises(Strata::TierError) { @tier.get("k") }
+    other = build_tier
+    assert other.set("k", "v"), "the class's pool still works"
+  end
+end

@@ -1,0 +1,138 @@
+# frozen_string_literal: true
+
+require "test_helper"
+require "support/sql_tier_contract"
+
+# Tiers::SQL on its embedded SQLite file: the contract (SqlTierContract), then what only the
+# embedded database has: a file of its own, its pragmas, reopening, a busy lock, the options.
+class SqlTierTest < Minitest::Test
+  include Strata::TestSupport::SqlTierContract
+
+  def setup
+    @dir = Strata::TestSupport.private_tmpdir
+    @path = File.join(@dir, "cache", "l3.sqlite3")
+    @tiers = []
+    @tier = build_tier
+  end
+
+  def teardown
+    @tiers.each(&:close)
+    FileUtils.remove_entry(@dir)
+  end
+
+  def build_tier(**options)
+    tier = SQL.new(path: @path, **options)
+    @tiers << tier
+    tier
+  end
+
+  def test_committed_entries_survive_close_and_reopen
+    @tier.set("durable", "bytes\x00\xFF".b, ttl: 3600)
+    @tier.set("gone", "v")
+    @tier.delete("gone")
+    @tier.close
+
+    reopened = build_tier
+    assert_equal "bytes\x00\xFF".b, reopened.get("durable")
+    assert_nil reopened.get("gone")
+  end
+
+  def test_processes_write_one_file_at_once
+    pids = 3.times.map do |n|
+      fork_child { 100.times.all? { |i| @tier.set("p#{n}-#{i}", "#{n}:#{i}") } }
+    end
+    100.times { |i| @tier.set("parent-#{i}", i.to_s) }
+    statuses = pids.map { |pid| reap(pid, DEADLINE) }
+
+    assert statuses.all? { |status| status&.success? }, "every writer finished: #{statuses.inspect}"
+    keys = (0...3).flat_map { |n| (0...100).map { |i| "p#{n}-#{i}" } }
+    assert_equal 300, @tier.get_multi(keys).size
+    assert_equal "2:99", @tier.get("p2-99")
+  end
+
+  def test_wal_mode_synchronous_normal_and_a_private_file
+    modes = @tier.connection_class.connection_pool.with_connection do |c|
+      [c.select_value("PRAGMA journal_mode"), c.select_value("PRAGMA synchronous")]
+    end
+    assert_equal ["wal", 1], modes # synchronous 1 is NORMAL
+    assert_equal 0o600, File.stat(@path).mode & 0o777
+    assert_equal 0o700, File.stat(File.dirname(@path)).mode & 0o777
+  end
+
+  def test_two_tiers_on_one_file_share_entries_and_close_apart
+    other = build_tier
+    @tier.set("shared", "v")
+    assert_equal "v", other.get("shared")
+
+    other.close
+    assert_predicate other, :closed?
+    assert_raises(Strata::TierError) { other.get("shared") }
+    other.close # twice is fine
+    assert_equal "v", @tier.get("shared"), "closing one tier leaves the other's pool alone"
+  end
+
+  # Another process holds SQLite's write lock: a write waits busy_timeout, then raises a
+  # RetryableError; it succeeds once the lock is gone.
+  def test_a_busy_database_raises_a_retryable_error
+    tier = build_tier(busy_timeout: 0.1)
+    locker = SQLite3::Database.new(@path)
+    locker.execute("BEGIN IMMEDIATE")
+    started = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+    error = assert_raises(Strata::RetryableError) { tier.set("k", "v") }
+    assert_operator Process.clock_gettime(Process::CLOCK_MONOTONIC) - started, :<, 5
+    assert_equal :l3, error.tier
+    assert_match(/locked/, error.message)
+
+    locker.rollback
+    assert tier.set("k", "v")
+  ensure
+    locker&.close
+  end
+
+  def test_an_unusable_path_raises_a_tier_error
+    blocker = File.join(@dir, "a-file")
+    File.write(blocker, "")
+    error = assert_raises(Strata::TierError) { SQL.new(path: File.join(blocker, "l3.sqlite3")) }
+    assert_equal :l3, error.tier
+    assert_includes error.message, blocker
+  end
+
+  def test_bad_options_raise_argument_errors_naming_the_option
+    {
+      {connection_class: ActiveRecord::Base} => /not both/,
+      {path: nil} => /path: \(embedded SQLite\) or connection_class:/,
+      {path: ""} => /path/,
+      {table_name: "bad name"} => /table_name/,
+      {table_name: "x; DROP TABLE y"} => /table_name/,
+      {max_size: 0} => /max_size/,
+      {max_size: 1.5} => /max_size/,
+      {max_entries: -1} => /max_entries/,
+      {max_age: 0} => /max_age/,
+      {max_value_size: nil} => /max_value_size/,
+      {expiry_batch_size: 0} => /expiry_batch_size/,
+      {expiry_batch_size: 10_001} => /expiry_batch_size/,
+      {expiry_batch_size: 10, expire_every: 11} => /expire_every/,
+      {pool: 0} => /pool/,
+      {busy_timeout: -1} => /busy_timeout/,
+      {bogus: 1} => /bogus/
+    }.each do |options, message|
+      error = assert_raises(ArgumentError, options.inspect) { SQL.new(path: @path, **options) }
+      assert_match message, error.message, options.inspect
+    end
+
+    {
+      {connection_class: String} => /connection_class/,
+      {connection_class: ActiveRecord::Base, pool: 2} => /pool/,
+      {connection_class: ActiveRecord::Base, busy_timeout: 1} => /busy_timeout/
+    }.each do |options, message|
+      error = assert_raises(ArgumentError, options.inspect) { SQL.new(**options) }
+      assert_match message, error.message, options.inspect
+    end
+  end
+
+  def test_the_sql_tier_alone_loads_active_record
+    script = 'require "strata"; abort "Active Record loaded" if defined?(ActiveRecord); ' \
+      'require "strata/tiers/sql"; abort "no Active Record" unless defined?(ActiveRecord::Base)'
+    assert system(RbConfig.ruby, "-Ilib", "-e", script, chdir: File.expand_path("../..", __dir__))
+  end
+end
