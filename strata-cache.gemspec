@@ -12,7 +12,7 @@ Gem::Specification.new do |spec|
   spec.license = "MIT"
   spec.required_ruby_version = ">= 3.1"
 
-  spec.files = Dir["lib/**/*.rb", "ext/**/*.{c,h,rb}", "README.md", "LICENSE"]
+  spec.files = Dir["lib/**/*.{rb,tt}", "ext/**/*.{c,h,rb}", "README.md", "LICENSE"]
   spec.extensions = ["ext/strata/extconf.rb"]
   spec.require_paths = ["lib"]
 

@@ -10,10 +10,12 @@ module Strata
   #
   # - get reads through: the first tier that has the key answers, and the tiers above it are
   #   backfilled with the entry's remaining time to live.
-  # - set and add write through, top to bottom.
+  # - set writes through bottom-up, then checks the bottom (see #set); add writes top to bottom.
   # - delete and invalidate go bottom-up, so an upper tier is never refilled from a lower tier that
   #   still holds the old value.
-  # - incr and decr run on the bottom-most tier with counters; the copies in other tiers are dropped.
+  # - incr and decr run on the bottom-most tier with counters; the copies in the other tiers with
+  #   counters are dropped. Counter bytes are only ever written to tiers with counters (when there
+  #   is one), so a counter costs a tier without them (SQL) nothing.
   #
   # - get with a Fill (from #fill_for) is a read-through: one fill per key per host and across
   #   hosts; set with that Fill is its fill. See SingleFlight.
@@ -42,6 +44,9 @@ module Strata
       @on_error = on_error
       @fill_wait = fill_wait
       @counters = @tiers.rindex { |tier| tier.capabilities[:counters] }
+      @counter_tiers = @tiers.map { |tier| tier.capabilities[:counters] }.freeze
+      @top_down = (0...@tiers.size).to_a.freeze
+      @bottom_up = @top_down.reverse.freeze
       @host_index = @tiers.index { |tier| tier.capabilities[:host] }
       @lease_tiers = @tiers.map { |tier| tier.capabilities[:leases] }.freeze
     end
@@ -109,30 +114,41 @@ module Strata
       found
     end
 
-    # Store bytes in every tier, top to bottom. True when a tier stored it and none refused.
+    # Store bytes in every tier, bottom-up. True when a tier stored it and none refused.
     # A tier that refuses (or can't hold a value that large) has its old copy dropped, so it can't
     # serve a stale value. Raises Strata::ValueTooLargeError when no tier could hold the value.
     # With the fill of a read-through that holds a lease (or lost one): the fill protocol of
     # SingleFlight instead; false when the fill was dropped.
+    #
+    # Concurrent writers of one key: written top-down, two writers can leave different values in
+    # different tiers for good (A above, B below). Written bottom-up and then checked against the
+    # lowest tier that stored it (see settle), the tiers end up agreeing with that tier.
     def set(key, bytes, ttl: nil, fill: nil)
       return fill_write(key, bytes, ttl, fill) if fill && (fill.lease_pending? || fill.unleased)
 
       refused = false
-      stored = write_down(key) do |tier, index|
-        next true if tier.set(key, bytes, ttl: ttl)
+      lowest = nil
+      counter = @counters && Entry.counter?(bytes)
+      stored = write_tiers(key, @bottom_up) do |tier, index|
+        next false if counter && !@counter_tiers[index] # see count
+        if tier.set(key, bytes, ttl: ttl)
+          lowest ||= index
+          next true
+        end
 
         refused = true
         failed(TierError.new("#{@names[index]} did not store the value", tier: @names[index]), index)
         drop(key, index)
         false
       end
+      settle(key, bytes, lowest) if lowest && lowest > 0
       stored && !refused
     end
 
     # Store bytes only where key is absent, top to bottom. When a tier already holds key, the copies
     # just added above it are dropped again and the answer is false.
     def add(key, bytes, ttl: nil)
-      write_down(key) do |tier, index|
+      write_tiers(key, @top_down) do |tier, index|
         next true if tier.add(key, bytes, ttl: ttl)
 
         index.times { |above| drop(key, above) }
@@ -224,23 +240,39 @@ module Strata
 
     private
 
-    # Yields each tier top to bottom for a write; true when some tier's write returned true. A tier
-    # that can't hold a value that large has its old copy dropped; a tier that fails is reported
-    # and skipped. Raises Strata::ValueTooLargeError when no tier stored the value.
-    def write_down(key)
+    # Yields each tier, in the order of indexes, for a write; true when some tier's write returned
+    # true. A tier that can't hold a value that large has its old copy dropped (and is reported
+    # when another tier stored the value); a tier that fails is reported and skipped. Raises
+    # Strata::ValueTooLargeError when no tier stored the value.
+    def write_tiers(key, indexes)
       stored = false
       too_large = nil
-      @tiers.each_with_index do |tier, index|
-        stored = true if yield(tier, index)
+      indexes.each do |index|
+        stored = true if yield(@tiers[index], index)
       rescue ValueTooLargeError => error
-        too_large = error
+        too_large = [error, index]
         drop(key, index)
       rescue TierError => error
         failed(error, index)
       end
-      raise too_large if too_large && !stored
+      if too_large
+        raise too_large.first unless stored
 
+        failed(*too_large) # the caller hears of it, though another tier holds the value
+      end
       stored
+    end
+
+    # After a bottom-up write of bytes that tier lowest took: when that tier now holds something
+    # else, a later writer got there after us, and our copies above it may be older than its
+    # value. They are dropped, and refill from below. Whichever writer stored last at the bottom,
+    # the copies above end up its value or absent: its own writes above come after every earlier
+    # writer's, and a slower writer's copies above are dropped by that writer's own check.
+    def settle(key, bytes, lowest)
+      current = safely(lowest) { @tiers[lowest].get(key) }
+      return if current.nil? ? false : current == bytes
+
+      (lowest - 1).downto(0) { |index| drop(key, index) }
     end
 
     def count(operation, key, amount, ttl, initial)
@@ -252,7 +284,7 @@ module Strata
         failed(error, @counters)
         nil
       end
-      @tiers.each_index { |index| drop(key, index) unless index == @counters }
+      @tiers.each_index { |index| drop(key, index) if @counter_tiers[index] && index != @counters }
       value
     end
 

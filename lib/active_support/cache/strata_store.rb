@@ -17,15 +17,20 @@ module ActiveSupport
     # = Strata cache store
     #
     # A cache store over Strata's tiers: L1, one shared-memory table per host
-    # (Strata::Tiers::SharedMemory) that every process of the app on that host maps, and L2,
-    # memcached (Strata::Tiers::Memcached). Use L1 where MemoryStore would do but the app runs
-    # several processes (Puma or Unicorn workers, job runners) that should share one cache, with
-    # atomic counters across them and no network round trip; add L2 when several hosts share.
-    # Reads fall through L1 to L2 and backfill L1; writes go through both; deletes go L2 first.
+    # (Strata::Tiers::SharedMemory) that every process of the app on that host maps; L2, memcached
+    # (Strata::Tiers::Memcached); L3, a durable SQL table (Strata::Tiers::SQL, SQLite or the app's
+    # database). Use L1 where MemoryStore would do but the app runs several processes (Puma or
+    # Unicorn workers, job runners) that should share one cache, with atomic counters across them
+    # and no network round trip; add L2 when several hosts share; add L3 for results worth keeping
+    # through memcached evictions and restarts. Reads fall through the tiers and backfill the ones
+    # above; writes go through every tier, top first; deletes go bottom-up. fetch reads through
+    # with single-flight (see #fetch).
     #
     #   config.cache_store = :strata_store, l1: {path: "/dev/shm/myapp.strata", size: 256.megabytes}
     #   config.cache_store = :strata_store, l1: {size: 256.megabytes},
     #     memcached: {servers: ["10.0.0.5:11211", "10.0.0.6:11211"]}
+    #   config.cache_store = :strata_store, l1: {size: 256.megabytes},
+    #     sql: {path: "storage/cache.sqlite3"}
     #
     # Thread and process safety: the store holds no mutable state besides error counts; the table is
     # safe to use from many threads and processes at once, and a forked child keeps using it.
@@ -63,8 +68,10 @@ module ActiveSupport
       # Options, besides the Store ones:
       # l1: the shared-memory table's options (Strata::Tiers::SharedMemory.new); path defaults to
       #     SharedMemory.default_path(namespace, or "app" when the namespace is not a plain name).
-      # memcached: {servers: ["host:port", ...], ...} for L2 (Strata::Tiers::Memcached.new). With
-      #     memcached: alone there is no L1; with both, reads try L1 first and backfill it.
+      # memcached: {servers: ["host:port", ...], ...} for L2 (Strata::Tiers::Memcached.new).
+      # sql: {path: "file.sqlite3"} or {connection_class: SomeRecord}, ... for L3
+      #     (Strata::Tiers::SQL.new; loads Active Record).
+      #     L1 is there when l1: is given, or when neither memcached: nor sql: is.
       # fill_wait: seconds a fetch that missed waits for another process's (or host's) fill of the
       #     same key before running its block itself (default 2; 0 turns single-flight off).
       # serializer: :marshal_7_1 (Marshal, the default), :message_pack, or an object with dump/load.
@@ -75,11 +82,12 @@ module ActiveSupport
 
         l1 = options.delete(:l1)
         memcached = options.delete(:memcached)
+        sql = options.delete(:sql)
         fill_wait = options.delete(:fill_wait) { Strata::Stack::DEFAULT_FILL_WAIT }
         @codec = Codec.new(options.delete(:serializer), options.delete(:compressor) || Zlib)
         @failures = Concurrent::Map.new
         super(options.merge(coder: nil))
-        @stack = Strata::Stack.new(build_tiers(l1, memcached), on_error: method(:report_failure),
+        @stack = Strata::Stack.new(build_tiers(l1, memcached, sql), on_error: method(:report_failure),
           fill_wait: fill_wait)
       end
 
@@ -274,12 +282,21 @@ module ActiveSupport
         false
       end
 
-      # Top first. With neither option given, l1's missing size is the error to report.
-      def build_tiers(l1, memcached)
+      # Top first. With no tier option given, l1's missing size is the error to report.
+      def build_tiers(l1, memcached, sql)
         tiers = {}
-        tiers[:l1] = build_l1(l1 || {}) if l1 || !memcached
+        tiers[:l1] = build_l1(l1 || {}) if l1 || !(memcached || sql)
         tiers[:l2] = build_memcached(memcached) if memcached
+        tiers[:l3] = build_sql(sql) if sql
         tiers
+      end
+
+      # Active Record is loaded only for a store with an SQL tier.
+      def build_sql(options)
+        raise ArgumentError, "StrataStore needs sql: {path: \"file.sqlite3\"} or sql: {connection_class: SomeRecord}" unless options.is_a?(Hash)
+
+        require "strata/tiers/sql"
+        Strata::Tiers::SQL.new(**options)
       end
 
       def build_memcached(options)

@@ -1,0 +1,46 @@
+# frozen_string_literal: true
+
+require "delegate"
+
+module Strata
+  module TestSupport
+    # A real tier with one pause point, so a test can stop a caller right after a read or a write
+    # and run something else before it goes on: a deterministic interleaving, not a sleep race.
+    #
+    #   l3 = PausingTier.new(sql_tier)
+    #   reached, release = l3.pause_after(:get)
+    #   reader = Thread.new { stack.get(key, nil, fill) }
+    #   reached.pop     # the reader has read l3 and waits
+    #   stack.delete(key)
+    #   release << true # the reader goes on
+    class PausingTier < SimpleDelegator
+      # Two queues: the next call of operation (:get or :set) pushes to the first once the tier
+      # has answered, then waits on the second.
+      def pause_after(operation)
+        @operation = operation
+        @gate = [Queue.new, Queue.new]
+      end
+
+      def get(key)
+        paused(:get) { __getobj__.get(key) }
+      end
+
+      def set(key, bytes, ttl: nil)
+        paused(:set) { __getobj__.set(key, bytes, ttl: ttl) }
+      end
+
+      private
+
+      def paused(operation)
+        result = yield
+        gate = @gate
+        if gate && @operation == operation
+          @gate = nil
+          gate.first << true
+          gate.last.pop
+        end
+        result
+      end
+    end
+  end
+end
