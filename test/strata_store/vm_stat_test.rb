@@ -17,6 +17,20 @@ class StrataStoreVmStatTest < Strata::StoreCase
     assert_equal before, RubyVM.stat
   end
 
+  # The same over all three tiers: read-through with the host lock and memcached leases, fills,
+  # settle checks, and the SQL tier's statements.
+  def test_mixed_operations_on_every_tier_leave_ruby_vm_stat_unchanged
+    cache = build_store(namespace: "vm-#{Process.pid}-#{rand(1 << 30)}",
+      memcached: {servers: Strata::TestSupport.memcached_servers, timeout: 2},
+      sql: {path: File.join(@tmpdir, "l3.sqlite3")})
+    workload(cache, 1_000)
+    before = Strata::TestSupport.vm_cache_state
+
+    workload(cache, OPERATIONS)
+
+    assert_equal before, Strata::TestSupport.vm_cache_state
+  end
+
   private
 
   def workload(cache, operations)
