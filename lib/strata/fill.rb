@@ -20,6 +20,8 @@ module Strata
     # True when this caller computes without the lease another caller holds (it waited too long):
     # its value goes back to its own caller only, never into a tier.
     attr_accessor :unleased
+    # Whether the read-through has read the tiers, and what it found (bytes or nil).
+    attr_accessor :read, :found
 
     def initialize(owner, key)
       @owner = owner
@@ -30,6 +32,8 @@ module Strata
       @lease_done = false
       @stale = false
       @unleased = false
+      @read = false
+      @found = nil
     end
 
     # Whether this caller holds a won lease that is not yet filled.

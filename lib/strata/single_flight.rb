@@ -51,6 +51,12 @@ module Strata
       fill.host_lock = nil
     end
 
+    # The bytes under key in the top tier when it is the host tier (a miss there costs next to
+    # nothing to repeat), else nil without reading. For a probe before a read-through.
+    def get_host(key)
+      (@host_index == 0) ? @tiers[0].get(key) : nil
+    end
+
     # Whether key is one of the stack's own lock entries, not a cache entry.
     def lock_key?(key)
       key.start_with?(LOCK_PREFIX)
@@ -58,7 +64,17 @@ module Strata
 
     private
 
+    # The first read-through with a fill reads the tiers; a second one with the same fill (the
+    # adapter's instrumented path after its unobserved probe) gets the same answer, unread.
     def read_through(key, info, fill)
+      return fill.found if fill.read
+
+      fill.found = read_tiers(key, info, fill)
+      fill.read = true
+      fill.found
+    end
+
+    def read_tiers(key, info, fill)
       index = 0
       # Visits each tier at most once.
       while index < @tiers.size

@@ -100,15 +100,10 @@ module ActiveSupport
         merged = options ? merged_options(options) : @options
         return super if merged[:force]
 
-        fill = @stack.fill_for(normalize_key(name, merged))
-        outer = Thread.current[FILL]
-        Thread.current[FILL] = fill
-        begin
-          super
-        ensure
-          Thread.current[FILL] = outer
-          @stack.finish(fill)
-        end
+        key = normalize_key(name, merged)
+        return super if current_fill(key) # UnobservedHits began this read-through
+
+        reading_through(key) { super }
       end
 
       # Add amount to the integer under name, atomically across every process sharing the table,
@@ -175,6 +170,20 @@ module ActiveSupport
       # Only read_entry and the LocalCache layer call this; raw is the layer's.
       def read_serialized_entry(key, event: nil, raw: false)
         @stack.get(key, event, current_fill(key))
+      end
+
+      # Runs the block as the read-through of key: its Strata::Fill is current in this fiber
+      # meanwhile, and finished (locks and unused leases given back) after.
+      def reading_through(key)
+        fill = @stack.fill_for(key)
+        outer = Thread.current[FILL]
+        Thread.current[FILL] = fill
+        begin
+          yield fill
+        ensure
+          Thread.current[FILL] = outer
+          @stack.finish(fill)
+        end
       end
 
       # The Strata::Fill of the fetch of key running in this fiber, if any.

@@ -10,37 +10,62 @@ module ActiveSupport
       # observable besides instrumenting: two event payloads (cache_read, then cache_fetch_hit) that
       # cost more than the L1 lookup itself. When no one subscribes to those events and no debug
       # logger would print them, this layer returns the hit directly. Everything else (a miss, an
-      # expired or mismatched entry, force, an error) goes to the base path unchanged, which reads
-      # again and instruments, expires and reports as it always does.
+      # expired or mismatched entry, force, an error) goes to the base path unchanged, which
+      # instruments, expires and reports as it always does.
+      #
+      # Reading twice must stay cheap: the probe reads only the host table (a miss there costs
+      # next to nothing to repeat). A fetch that misses it starts the read-through here, and the
+      # base path gets that read-through's answer without reading the lower tiers again.
       module UnobservedHits
         READ_EVENT = "cache_read.active_support"
         FETCH_HIT_EVENT = "cache_fetch_hit.active_support"
 
         def fetch(name, options = nil, &block)
-          value = block ? unobserved_hit(name, options, FETCH_HIT_EVENT) : Codec::MISS
-          Codec::MISS.equal?(value) ? super : value
+          return super unless block && !observed?(FETCH_HIT_EVENT)
+
+          options = options ? merged_options(options) : @options
+          return super if options[:force]
+
+          key = normalize_key(name, options)
+          version = normalize_version(name, options)
+          value = host_hit(key, options, version)
+          return value unless Codec::MISS.equal?(value)
+
+          # One read-through for the whole fetch: the base path below gets this fill's answer
+          # instead of reading the tiers again.
+          reading_through(key) do |fill|
+            value = through_hit(key, fill, options, version)
+            Codec::MISS.equal?(value) ? super : value
+          end
         end
 
         def read(name, options = nil)
-          value = unobserved_hit(name, options, READ_EVENT)
+          return super if observed?(READ_EVENT)
+
+          options = options ? merged_options(options) : @options
+          value = host_hit(normalize_key(name, options), options, normalize_version(name, options))
           Codec::MISS.equal?(value) ? super : value
         end
 
         private
 
-        # The live value for name, or Codec::MISS when the base path must run.
-        def unobserved_hit(name, options, event)
-          return Codec::MISS if observed?(event)
+        # The live value under key in the host table, when that is the top tier and no local
+        # cache is active; else Codec::MISS. Lower tiers are left to one read further on.
+        def host_hit(key, options, version)
+          return Codec::MISS if local_cache
 
-          options = options ? merged_options(options) : @options
-          return Codec::MISS if options[:force]
-
-          bytes = read_bytes(normalize_key(name, options), nil, nil)
-          return Codec::MISS unless bytes
-
-          @codec.live_value(bytes, options[:raw], normalize_version(name, options))
+          bytes = @stack.get_host(key)
+          bytes ? @codec.live_value(bytes, options[:raw], version) : Codec::MISS
         rescue Strata::Error
           Codec::MISS # the base path reads again and reports the failure once
+        end
+
+        # The live value the read-through of key finds, or Codec::MISS.
+        def through_hit(key, fill, options, version)
+          bytes = read_bytes(key, nil, fill)
+          bytes ? @codec.live_value(bytes, options[:raw], version) : Codec::MISS
+        rescue Strata::Error
+          Codec::MISS
         end
 
         # Every fetch and read emits cache_read; a fetch hit also emits cache_fetch_hit.

@@ -7,6 +7,11 @@ module Strata
       # statements with bind parameters (prepared where the adapter prepares), decoding the rows,
       # and turning every database error into a Strata::TierError. No models: the tier's hot path
       # allocates no records.
+      #
+      # On SQLite the statements run on the pooled connection's own SQLite3::Database, prepared
+      # once per connection: Active Record's statement path (logging, type casting, result
+      # objects) cost four times the SQLite work for the tier's one-row reads and upserts.
+      # Active Record still owns the connections: pooling, fork safety, reconnects.
       class Database
         # Active Record errors that may pass when tried again later.
         RETRYABLE = [
@@ -24,6 +29,9 @@ module Strata
           @owned = owned
           @dialect = nil
           @closed = false
+          # SQLite3::Database => {sql => prepared SQLite3::Statement}; an entry goes with its
+          # connection. Only the thread holding a connection touches its statements.
+          @prepared = ObjectSpace::WeakMap.new
         end
 
         # The Dialect of the class's database, read on first use: Active Record may not know the
@@ -41,11 +49,15 @@ module Strata
           @connection_class.connection_pool.with_connection { |c| yield c }
         rescue ActiveRecord::ActiveRecordError => e
           raise translate(e, operation)
+        rescue *native_errors => e
+          raise translate(e, operation)
         end
 
         # The decoded rows of a query, read past the app's query cache (a cached read would miss
         # the writes made since).
         def select(c, operation, sql, binds = NO_BINDS)
+          return native_rows(c, sql, binds) if native?
+
           result = if c.query_cache_enabled
             c.uncached { c.select_all(sql, name(operation), binds, preparable: true) }
           else
@@ -56,11 +68,15 @@ module Strata
 
         # The decoded rows a writing statement returned (RETURNING), if any.
         def write(c, operation, sql, binds)
+          return native_rows(c, sql, binds) if native?
+
           decoded(c.exec_query(sql, name(operation), binds, prepare: true))
         end
 
         # The number of rows a DELETE removed.
         def delete(c, operation, sql)
+          return native_delete(c, sql) if native?
+
           c.exec_delete(sql, name(operation))
         end
 
@@ -85,6 +101,46 @@ module Strata
 
         private
 
+        # Whether statements run on SQLite's own connection (see the class comment).
+        def native?
+          dialect.is_a?(Dialect::SQLite)
+        end
+
+        def native_errors
+          defined?(::SQLite3::Exception) ? [::SQLite3::Exception] : []
+        end
+
+        # Rows (arrays, in column order) of sql run with binds on c's SQLite connection.
+        def native_rows(c, sql, binds)
+          statement = statement(c.raw_connection, sql)
+          statement.reset!
+          binds.each_with_index { |bind, index| statement.bind_param(index + 1, native_bind(bind)) }
+          rows = []
+          # Bound: one row per step until SQLite says done; the tier's statements return few.
+          while (row = statement.step)
+            rows << row
+          end
+          rows
+        ensure
+          statement&.reset! # a statement left mid-result would hold SQLite's read snapshot
+        end
+
+        def native_delete(c, sql)
+          raw = c.raw_connection
+          raw.execute(sql)
+          raw.changes
+        end
+
+        def statement(raw, sql)
+          statements = (@prepared[raw] ||= {})
+          statements[sql] ||= raw.prepare(sql)
+        end
+
+        # Binary data binds as a blob (a binary String); everything else as it is.
+        def native_bind(bind)
+          bind.is_a?(ActiveModel::Type::Binary::Data) ? bind.to_s.b : bind
+        end
+
         def name(operation)
           "Strata L3 #{operation}"
         end
@@ -93,7 +149,8 @@ module Strata
         # itself stays as the cause.
         def translate(error, operation)
           message = "#{description} #{operation}: #{error.class}: #{error.message.lines.first&.strip}"
-          retryable = RETRYABLE.any? { |klass| error.is_a?(klass) } || @dialect&.retryable?(error)
+          retryable = RETRYABLE.any? { |klass| error.is_a?(klass) } || @dialect&.retryable?(error) ||
+            (defined?(::SQLite3::BusyException) && error.is_a?(::SQLite3::BusyException))
           (retryable ? RetryableError : TierError).new(message, tier: :l3)
         end
 
