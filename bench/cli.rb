@@ -11,17 +11,22 @@ require_relative "hit_ratio"
 require_relative "host_load"
 require_relative "json_report"
 require_relative "l1_footprint"
+require_relative "miss_cost"
 require_relative "multi_process"
 require_relative "report"
 require_relative "runner"
 require_relative "stores"
 require_relative "svg_plot"
+require_relative "targets"
 
 module Strata
   module Bench
     # bin/bench: parses options, runs the L1 reports and the matrix, prints the table, then the
     # reports, and writes JSON and charts when asked. Progress and notes go to stderr, results to
     # stdout.
+    #
+    # With no options every store runs; the ones that need memcached are skipped with a note when
+    # it does not answer, so a fresh machine runs the embedded ones (strata_store is L1 + SQLite).
     class CLI
       # Extra reports tied to strata_l1; they run when strata_l1 is selected and loads.
       EXTRAS = {two_process: MultiProcess, hit_ratio: HitRatio, l1_footprint: L1Footprint}.freeze
@@ -55,7 +60,8 @@ module Strata
           o.on("--plot DIR", "also write one SVG chart per case into DIR") { |dir| options[:plot] = dir }
           o.on("--stores LIST", Array, "only these stores (#{Stores.names.join(",")})") { |l| options[:stores] = l }
           o.on("--cases LIST", Array, "only these cases (#{Cases.names.join(",")})") { |l| options[:cases] = l }
-          o.on("--[no-]reports", "two-process, hit-ratio and footprint reports (default on; need strata_l1)") do |on|
+          o.on("--[no-]reports", "two-process, hit-ratio and footprint reports (default on; need strata_l1); " \
+            "the client CPU, targets and miss cost reports follow the stores and cases run") do |on|
             options[:reports] = on
           end
           o.on("-h", "--help", "this text") do
@@ -92,20 +98,26 @@ module Strata
         extras = (options[:reports] && stores.include?(Stores::StrataL1)) ? run_extras(env, options) : {}
         results = Runner.new(env, **timing, progress: @err).run(cases, stores)
         cpu = ClientCpuReport.new(ClientCpu.new(env, seconds: cpu_seconds(options), progress: @err).run(cases, stores))
+        miss_cost = MissCost.new(env, results, skipped: skipped, warmup: timing[:warmup], time: timing[:time],
+          progress: @err).run
+        targets = Targets.new(results)
         @out.puts
         @out.print Report.new(results, case_names: cases.map(&:name), store_names: stores.map { |s| s::NAME },
           skipped: skipped).render
-        print_cpu(cpu)
+        print_section(targets.render)
+        print_section(cpu.render)
+        print_section(MissCost.lines(miss_cost).join("\n") + "\n")
         print_extras(extras)
-        write_outputs(options, cases, results, skipped, extras.merge(client_cpu: cpu.to_json_section), meta)
+        sections = {client_cpu: cpu.to_json_section, targets: targets.to_json_section, miss_cost: miss_cost}
+        write_outputs(options, cases, results, skipped, extras.merge(sections), meta)
       end
 
       def cpu_seconds(options)
         options[:quick] ? ClientCpu::QUICK : ClientCpu::FULL
       end
 
-      def print_cpu(cpu)
-        text = cpu.render
+      # A report's text after a blank line; nothing when it is empty.
+      def print_section(text)
         return if text.empty?
 
         @out.puts

@@ -7,9 +7,9 @@ require "tmpdir"
 
 module Strata
   module Bench
-    # What one bench run owns: a private scratch directory for table files (mode 0700, removed by
-    # #close), the memcached servers to talk to, and a nonce that keeps this run's keys apart from
-    # earlier runs against the same servers.
+    # What one bench run owns: a private scratch directory for table and SQLite files (mode 0700,
+    # removed with everything in it by #close), the memcached servers to talk to, and a nonce that
+    # keeps this run's keys apart from earlier runs against the same servers.
     class Environment
       DEFAULTS = {
         # One server by default: the bench compares client cost, not distribution.
@@ -38,10 +38,11 @@ module Strata
         File.chmod(0o700, @dir)
       end
 
-      # A fresh path for a table file inside the private directory; nothing exists there yet.
-      def table_path(name)
+      # A fresh path for a table or database file inside the private directory; nothing exists
+      # there yet.
+      def table_path(name, ext: "table")
         @tables += 1
-        File.join(@dir, "#{name}-#{@tables}.table")
+        File.join(@dir, "#{name}-#{@tables}.#{ext}")
       end
 
       # Removes a table file and anything the table keeps beside it (path plus a suffix).

@@ -9,7 +9,8 @@ module Strata
     module JsonReport
       module_function
 
-      # extras: section name => Hash (the two-process, hit-ratio and footprint reports, client_cpu).
+      # extras: section name => its JSON (the two-process, hit-ratio and footprint reports, client_cpu,
+      # targets, miss_cost).
       def write(path, results:, skipped:, extras:, meta:)
         doc = {
           "results" => results.select(&:ok?).map do |r|

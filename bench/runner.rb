@@ -49,6 +49,7 @@ module Strata
         GC.start
         settle(workload)
         entry = ips_entry(kase, store_class, workload)
+        store.check
         Result.new(**base, ips: entry.ips, error_pct: entry.error_percentage, hit_pct: workload.observed_hit_pct)
       rescue => e
         Result.new(**base, error: "#{e.class}: #{e.message.lines.first&.strip}")

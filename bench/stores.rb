@@ -3,24 +3,28 @@
 require_relative "stores/ruby_hash"
 require_relative "stores/memory_store"
 require_relative "stores/mem_cache_store"
+require_relative "stores/solid_cache_store"
 require_relative "stores/dalli"
 require_relative "stores/raw_socket"
 require_relative "stores/strata_l1"
 require_relative "stores/strata_store"
 require_relative "stores/strata_memcached"
 require_relative "stores/strata_store_l2"
+require_relative "stores/strata_sql"
+require_relative "stores/strata_store_full"
 
 module Strata
   module Bench
-    # The stores the bench knows, in the table's column order: the floor, Rails' own stores, the
-    # dalli client, memcached by hand, then Strata. A new store is one file under bench/stores plus
-    # one entry here.
+    # The stores the bench knows, in the table's column order: the floor, the Rails cache stores
+    # (solid_cache among them), the dalli client, memcached by hand, then Strata. A new store is
+    # one file under bench/stores plus one entry here.
     module Stores
-      ALL = [RubyHash, MemoryStore, MemCacheStore, DalliClient, RawSocket, StrataL1, StrataStore,
-        StrataMemcached, StrataStoreL2].freeze
+      ALL = [RubyHash, MemoryStore, MemCacheStore, SolidCacheStore, DalliClient, RawSocket, StrataL1,
+        StrataStore, StrataMemcached, StrataStoreL2, StrataSQL, StrataStoreFull].freeze
 
       # The stores the ratio tables compare against every other column.
-      STRATA = [StrataL1::NAME, StrataStore::NAME, StrataMemcached::NAME, StrataStoreL2::NAME].freeze
+      STRATA = [StrataL1::NAME, StrataStore::NAME, StrataMemcached::NAME, StrataStoreL2::NAME,
+        StrataSQL::NAME, StrataStoreFull::NAME].freeze
 
       # The memcached clients used without Rails, for the client CPU table; the first is the
       # yardstick the others are divided by.

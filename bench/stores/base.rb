@@ -16,13 +16,15 @@ module Strata
           nil
         end
 
-        # For unavailable_reason: open, write, read back, close. Raises when the store does not work
-        # at all on this host.
+        # For unavailable_reason: open, write, read back, check, close. Raises when the store does
+        # not work at all on this host.
         def self.smoke_test(env)
           store = new(env)
           store.write("strata-bench:probe", "ok")
           got = store.read("strata-bench:probe")
           raise "read back #{got.inspect}" unless got == "ok"
+
+          store.check
         ensure
           store&.close
         end
@@ -55,6 +57,11 @@ module Strata
         # Required. A Hash of key => value for the keys present.
         def read_multi(keys)
           raise NotImplementedError, "#{self.class} must implement read_multi"
+        end
+
+        # Optional. Raises when the store hid a failure since it was opened (a store that turns
+        # errors into misses would otherwise be timed failing). The runner calls it after a cell.
+        def check
         end
 
         # Optional. Release files and sockets; the instance is not used afterwards.

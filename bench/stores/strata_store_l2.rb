@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require_relative "rails_cache"
+require_relative "tier_failures"
 require_relative "../strata_loader"
 
 module Strata
@@ -9,6 +10,8 @@ module Strata
       # ActiveSupport::Cache::StrataStore with memcached alone (no L1): the Rails API over our meta
       # client, to set beside mem_cache_store (the Rails API over Dalli) on the same servers.
       class StrataStoreL2 < RailsCache
+        include TierFailures
+
         NAME = "strata_store_l2"
 
         def self.unavailable_reason(env)

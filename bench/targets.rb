@@ -1,0 +1,64 @@
+# frozen_string_literal: true
+
+require_relative "format"
+require_relative "stores"
+require_relative "text_table"
+
+module Strata
+  module Bench
+    # The speed targets of the issues that set one as a ratio of two stores' ips on one case: each
+    # with the ratio this run measured and whether it met the target. Targets whose stores or case
+    # did not run are left out. (The miss cost target, a ratio of times, is MissCost's.)
+    class Targets
+      Target = Struct.new(:issue, :case_name, :store, :other, :min, keyword_init: true)
+
+      ALL = [
+        Target.new(issue: 4, case_name: "hit_30b", store: Stores::StrataSQL::NAME,
+          other: Stores::SolidCacheStore::NAME, min: 1.0),
+        Target.new(issue: 4, case_name: "hit_30b", store: Stores::StrataStoreFull::NAME,
+          other: Stores::MemCacheStore::NAME, min: 25.0)
+      ].freeze
+
+      # results: the matrix's Result list.
+      def initialize(results)
+        @cells = results.to_h { |r| [[r.case_name, r.store], r] }
+      end
+
+      def render
+        rows = measured.map do |t, ratio|
+          ["issue #{t.issue}", "#{t.store} #{t.case_name} >= #{format("%.1f", t.min)}x #{t.other}",
+            Format.ratio(ratio), ratio ? verdict(t, ratio) : "-"]
+        end
+        return "" if rows.empty?
+
+        "targets (ips ratio of the first store to the second)\n" +
+          TextTable.render(%w[issue target measured verdict], rows)
+      end
+
+      # The "targets" section of the JSON report.
+      def to_json_section
+        measured.map do |t, ratio|
+          {"issue" => t.issue, "case" => t.case_name, "store" => t.store, "other" => t.other, "min_ratio" => t.min,
+           "ratio" => ratio&.round(3), "met" => ratio && ratio >= t.min}
+        end
+      end
+
+      private
+
+      # [target, ratio] for each target whose two cells ran; ratio nil when one of them failed.
+      def measured
+        ALL.filter_map do |t|
+          top = @cells[[t.case_name, t.store]]
+          bottom = @cells[[t.case_name, t.other]]
+          next unless top && bottom
+
+          [t, (top.ok? && bottom.ok? && bottom.ips.positive?) ? top.ips / bottom.ips : nil]
+        end
+      end
+
+      def verdict(target, ratio)
+        (ratio >= target.min) ? "met" : "not met"
+      end
+    end
+  end
+end
