@@ -1,0 +1,58 @@
+# frozen_string_literal: true
+
+require_relative "store_case"
+require "securerandom"
+require "strata/tiers/sql"
+require "support/postgres_cluster"
+
+# StrataStore over L1 and PostgreSQL when PostgreSQL dies mid-run (a throwaway cluster of the
+# test's own, stopped as a crash would stop it): the app's requests never see an exception, reads
+# fall back to L1 or miss, writes that did not reach PostgreSQL are reported, and after the
+# restart everything committed before the crash is still there.
+class StrataStorePostgresDownTest < Strata::StoreCase
+  BOUND = 10 # seconds for operations to resume after the restart
+
+  class Record < ActiveRecord::Base
+    self.abstract_class = true
+  end
+
+  def setup
+    @cluster = Strata::TestSupport::PostgresCluster.new
+    Record.establish_connection("#{@cluster.start}?connect_timeout=2&min_messages=error")
+    Strata::Tiers::SQL.create_table!(Record)
+    @namespace = "pg-down-#{SecureRandom.hex(4)}"
+  end
+
+  def teardown
+    Record.remove_connection
+    @cluster.destroy
+  end
+
+  def test_reads_fall_back_writes_are_reported_and_nothing_committed_is_lost
+    cache = build_store(sql: {connection_class: Record}, namespace: @namespace)
+    committed = (1..10).to_h { |i| ["committed-#{i}", "value #{i}"] }
+    committed.each { |key, value| assert cache.write(key, value) }
+    only_below = tier_key(cache, "committed-1")
+    cache.stack[:l1].delete(only_below) # this one is in PostgreSQL alone
+
+    @cluster.crash
+    reports = capture_reports do
+      assert_equal "value 2", cache.fetch("committed-2") { flunk "L1 still holds it" }
+      assert_nil cache.read("committed-1"), "PostgreSQL is down and L1 never had it: a miss"
+      assert cache.write("during", "written while down"), "L1 took the write"
+      assert_equal "written while down", cache.read("during")
+    end
+    assert(reports.any? { |report| report[:context][:tier] == :l3 }, "the failed SQL writes and reads are reported")
+
+    @cluster.restart
+    resumed = wait_until(BOUND) do
+      cache.write("after", "v") && cache.stack[:l3].get(tier_key(cache, "after"))
+    rescue Strata::TierError
+      nil
+    end
+    refute_nil resumed, "writes reach PostgreSQL again"
+    keys = committed.keys.map { |key| tier_key(cache, key) }
+    assert_equal committed.size, cache.stack[:l3].get_multi(keys).size, "every committed entry survived"
+    assert_equal "value 1", cache.read("committed-1"), "and is served again"
+  end
+end
