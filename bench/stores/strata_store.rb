@@ -24,10 +24,16 @@ module Strata
 
         def initialize(env)
           super
-          @paths = [env.table_path(NAME), env.table_path(NAME, ext: "sqlite3")]
+          name = self.class::NAME
+          @paths = [env.table_path(name), env.table_path(name, ext: "sqlite3")]
           @store = ActiveSupport::Cache::StrataStore.new(
-            l1: {path: @paths[0], size: StrataL1::TABLE_BYTES}, sql: {path: @paths[1]}
+            l1: {path: @paths[0], size: StrataL1::TABLE_BYTES}, sql: {path: @paths[1]}, **more_tiers(env)
           )
+        end
+
+        # Tiers besides L1 and SQLite; a subclass adds memcached.
+        def more_tiers(_env)
+          {}
         end
 
         def close

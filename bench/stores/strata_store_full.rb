@@ -1,9 +1,6 @@
 # frozen_string_literal: true
 
-require_relative "rails_cache"
-require_relative "strata_l1"
-require_relative "tier_failures"
-require_relative "../strata_loader"
+require_relative "strata_store"
 
 module Strata
   module Bench
@@ -12,9 +9,7 @@ module Strata
       # (memcached, every configured server) and L3 (an SQLite file). Hits are L1 hits; a miss
       # goes through memcached (with its lease) and SQLite, then writes all three. Set beside
       # mem_cache_store on the same servers; the miss cost report compares their miss_30b.
-      class StrataStoreFull < RailsCache
-        include TierFailures
-
+      class StrataStoreFull < StrataStore
         NAME = "strata_store_full"
 
         def self.unavailable_reason(env)
@@ -23,19 +18,8 @@ module Strata
             StrataLoader.probe_error("a StrataStore (L1 + memcached + SQLite) round trip") { smoke_test(env) }
         end
 
-        def initialize(env)
-          super
-          @paths = [env.table_path(NAME), env.table_path(NAME, ext: "sqlite3")]
-          @store = ActiveSupport::Cache::StrataStore.new(
-            l1: {path: @paths[0], size: StrataL1::TABLE_BYTES},
-            memcached: {servers: env.memcached_servers},
-            sql: {path: @paths[1]}
-          )
-        end
-
-        def close
-          @store.close
-          @paths.each { |path| @env.remove_table(path) }
+        def more_tiers(env)
+          {memcached: {servers: env.memcached_servers}}
         end
       end
     end
