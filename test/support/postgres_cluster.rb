@@ -13,20 +13,25 @@ module Strata
     class PostgresCluster
       SCRIPT = File.expand_path("../../script/postgres", __dir__)
 
-      # The shared server's URL, or nil when none was started.
+      # The shared server's URL; raises MISSING_URL when none was started.
       def self.url
         url = ENV["STRATA_POSTGRES_URL"]
-        (url.nil? || url.empty?) ? nil : url
+        raise MISSING_URL if url.nil? || url.empty?
+
+        url
       end
 
-      # Why the PostgreSQL tests skip when there is no server.
-      SKIP_REASON = "STRATA_POSTGRES_URL is not set: bin/test starts PostgreSQL and sets it " \
+      # The PostgreSQL tests run against real servers, as the memcached ones do: without one they
+      # fail with the way to get one, never skip.
+      MISSING_URL = "STRATA_POSTGRES_URL is not set: bin/test starts PostgreSQL and sets it " \
         "(or run script/postgres start DIR PORT and export the URL it prints)"
       NOT_INSTALLED = "PostgreSQL is not installed (/usr/lib/postgresql/*/bin): bin/test installs it"
 
-      # True when Debian's PostgreSQL server binaries are here, so a test can start a cluster.
-      def self.installed?
-        !Dir["/usr/lib/postgresql/*/bin/pg_ctl"].empty? || !ENV["STRATA_POSTGRES_BIN"].to_s.empty?
+      # Raises unless Debian's PostgreSQL server binaries are here, so a test can start a cluster.
+      def self.require_installed!
+        return if !Dir["/usr/lib/postgresql/*/bin/pg_ctl"].empty? || !ENV["STRATA_POSTGRES_BIN"].to_s.empty?
+
+        raise NOT_INSTALLED
       end
 
       attr_reader :port, :url
@@ -39,6 +44,7 @@ module Strata
 
       # initdb, start and create the database; the URL.
       def start
+        self.class.require_installed!
         @dir = Dir.mktmpdir("strata-pg-fault")
         @url = script("start", @dir, @port.to_s).strip
       end

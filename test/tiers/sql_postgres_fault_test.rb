@@ -18,8 +18,6 @@ class SqlPostgresFaultTest < Minitest::Test
   end
 
   def setup
-    skip Strata::TestSupport::PostgresCluster::NOT_INSTALLED unless Strata::TestSupport::PostgresCluster.installed?
-
     @cluster = Strata::TestSupport::PostgresCluster.new
     url = @cluster.start
     # connect_timeout bounds a connection attempt to a server that does not answer at all;

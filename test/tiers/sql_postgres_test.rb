@@ -20,8 +20,6 @@ class SqlPostgresTierTest < Minitest::Test
   end
 
   def setup
-    skip Strata::TestSupport::PostgresCluster::SKIP_REASON unless Strata::TestSupport::PostgresCluster.url
-
     self.class.connect
     @table = "strata_test_#{SecureRandom.hex(6)}"
     SQL.create_table!(Record, table_name: @table)

@@ -157,14 +157,14 @@ module ActiveSupport
       # The hit path: explicit keywords and no detour through deserialize_entry, to allocate as
       # little as possible per read.
       def read_entry(key, event: nil, raw: false, **)
-        bytes = read_bytes(key, event, current_fill(key))
+        bytes = read_bytes(key, event)
         bytes && failsafe(nil) { @codec.load(bytes, raw) }
       end
 
-      # The stored bytes for key, through the local cache when one is active. With none active the
-      # LocalCache layer would only pass the call down. fill: the fetch reading key through.
-      def read_bytes(key, event, fill)
-        local_cache ? read_serialized_entry(key, event: event) : @stack.get(key, event, fill)
+      # The stored bytes for key, through the local cache when one is active (with none active the
+      # LocalCache layer would only pass the call down), read through when a fetch of key is.
+      def read_bytes(key, event)
+        local_cache ? read_serialized_entry(key, event: event) : @stack.get(key, event, current_fill(key))
       end
 
       # Only read_entry and the LocalCache layer call this; raw is the layer's.
@@ -172,14 +172,14 @@ module ActiveSupport
         @stack.get(key, event, current_fill(key))
       end
 
-      # Runs the block as the read-through of key: its Strata::Fill is current in this fiber
-      # meanwhile, and finished (locks and unused leases given back) after.
+      # Runs the block as the read-through of key: a Strata::Fill is current in this fiber
+      # meanwhile (current_fill), and finished (locks and unused leases given back) after.
       def reading_through(key)
         fill = @stack.fill_for(key)
         outer = Thread.current[FILL]
         Thread.current[FILL] = fill
         begin
-          yield fill
+          yield
         ensure
           Thread.current[FILL] = outer
           @stack.finish(fill)

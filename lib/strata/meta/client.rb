@@ -168,8 +168,12 @@ module Strata
       def lease_get(key, lease_ttl:)
         server, role = @ring.route(key)
         dispatch(server) do |c|
-          c.write(Request.mg(key, flags: false, ttl_remaining: true, lease_ttl: server_ttl(lease_ttl, role)))
-          result = Response.parse(c.read_line, :mg)
+          c.write(Request.mg(key, flags: false, lease_ttl: server_ttl(lease_ttl, role)))
+          line = c.read_line
+          length, cas = Response.fresh_value(line)
+          next Lease.new(c.read_bytes(length), cas, false, false, false) if length
+
+          result = Response.parse(line, :mg)
           value = result.value? ? c.read_bytes(result.value_length) : nil
           # W or Z without X comes only from a placeholder (we never send R): nothing to serve.
           value = nil if !result.stale? && (result.won? || result.lease_sent?)

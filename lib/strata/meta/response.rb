@@ -66,6 +66,7 @@ module Strata
       # answers to ms and to a plain mg, recognised without tokenising the line.
       BARE_STATUS = STATUSES.transform_keys { |code| code.b.freeze }.freeze
       PLAIN_VALUE = /\AVA (\d{1,10})\z/
+      FRESH_VALUE = /\AVA (\d{1,10}) c(\d{1,20})\z/
 
       module_function
 
@@ -76,6 +77,13 @@ module Strata
         return status if status && EXPECTED.fetch(command).include?(line)
 
         parse(line, command).status
+      end
+
+      # [value length, cas] of a "VA <n> c<cas>" line with no other flag: a fresh hit of mg v c
+      # (a lease read that found a value nobody is refilling). Else nil (parse it).
+      def fresh_value(line)
+        match = FRESH_VALUE.match(line)
+        match && [match[1].to_i, match[2].to_i]
       end
 
       # The value length of a "VA <n>" line with no flags, else nil (parse it).

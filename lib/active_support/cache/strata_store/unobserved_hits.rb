@@ -33,8 +33,8 @@ module ActiveSupport
 
           # One read-through for the whole fetch: the base path below gets this fill's answer
           # instead of reading the tiers again.
-          reading_through(key) do |fill|
-            value = through_hit(key, fill, options, version)
+          reading_through(key) do
+            value = through_hit(key, options, version)
             Codec::MISS.equal?(value) ? super : value
           end
         end
@@ -61,8 +61,8 @@ module ActiveSupport
         end
 
         # The live value the read-through of key finds, or Codec::MISS.
-        def through_hit(key, fill, options, version)
-          bytes = read_bytes(key, nil, fill)
+        def through_hit(key, options, version)
+          bytes = read_bytes(key, nil) # the read-through: reading_through made its fill current
           bytes ? @codec.live_value(bytes, options[:raw], version) : Codec::MISS
         rescue Strata::Error
           Codec::MISS
