@@ -25,7 +25,13 @@ class MetaClientTest < Minitest::Test
       "small" => "x" * 30,
       "large" => SecureRandom.random_bytes(25 * 1024),
       "binary" => (0..255).map(&:chr).join.b * 3,
-      "empty" => ""
+      "empty" => "",
+      # The connection gathers a command and its value into one 64 KiB write; these sit on and
+      # past that edge, where the value goes to the socket by itself.
+      "fills_buffer" => SecureRandom.random_bytes(64 * 1024 - 40),
+      "past_buffer" => SecureRandom.random_bytes(64 * 1024 + 1),
+      "huge" => SecureRandom.random_bytes(900 * 1024),
+      "utf8" => "é-ü-€" * 1000
     }
     values.each { |name, value| assert @client.set(key(name), value) }
     values.each { |name, value| assert_equal value.b, @client.get(key(name)) }

@@ -65,7 +65,7 @@ module Strata
       # A reply of a bare status code (no flags), and a value reply with no flags: the common
       # answers to ms and to a plain mg, recognised without tokenising the line.
       BARE_STATUS = STATUSES.transform_keys { |code| code.b.freeze }.freeze
-      PLAIN_VALUE = /\AVA (\d{1,10})\z/
+      VALUE_PREFIX = "VA "
       FRESH_VALUE = /\AVA (\d{1,10}) c(\d{1,20})\z/
 
       module_function
@@ -86,10 +86,13 @@ module Strata
         match && [match[1].to_i, match[2].to_i]
       end
 
-      # The value length of a "VA <n>" line with no flags, else nil (parse it).
+      # The value length of a "VA <n>" line with no flags, else nil (parse it). Checked with
+      # match? and String#to_i: no MatchData on the hot path of a get.
       def plain_value_length(line)
-        match = PLAIN_VALUE.match(line)
-        match && match[1].to_i
+        return nil unless line.start_with?(VALUE_PREFIX)
+
+        digits = line.byteslice(3, line.bytesize - 3)
+        VALUE_LENGTH.match?(digits) ? digits.to_i : nil
       end
 
       # Parses one reply line given without its "\r\n". With command (:mg, :ms, :md, :ma, :mn) a
