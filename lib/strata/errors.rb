@@ -19,6 +19,17 @@ module Strata
   # A failure that may pass if tried again later: a busy lock, a timeout.
   class RetryableError < TierError; end
 
+  # A multi-key operation that reached only some of its servers. result holds what the others
+  # answered (a Hash, as the operation returns it); cause is the first failure.
+  class PartialError < TierError
+    attr_reader :result
+
+    def initialize(message = nil, result:, tier: nil)
+      @result = result
+      super(message, tier: tier)
+    end
+  end
+
   # A tier's file or server holds data that fails validation.
   class CorruptError < TierError; end
 

@@ -100,7 +100,7 @@ module Strata
           tier.get_multi(missing)
         rescue TierError => error
           failed(error, index, info)
-          NO_HITS
+          error.is_a?(PartialError) ? error.result : NO_HITS # what the tier's healthy servers found
         end
         next if hits.empty?
 

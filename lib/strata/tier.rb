@@ -36,6 +36,16 @@ module Strata
       end
     end
 
+    # Optional. Stores each key => bytes; a Hash of key => true when stored.
+    def set_multi(entries, ttl: nil)
+      entries.each_with_object({}) { |(key, bytes), stored| stored[key] = set(key, bytes, ttl: ttl) }
+    end
+
+    # Optional. Removes keys; a Hash of key => true if it was there.
+    def delete_multi(keys)
+      keys.each_with_object({}) { |key, deleted| deleted[key] = delete(key) }
+    end
+
     # Required. Store bytes under key. True if stored.
     def set(key, bytes, ttl: nil)
       raise NotImplementedError, "#{self.class} must implement set"

@@ -57,6 +57,26 @@ class MetaClientFaultsTest < Minitest::Test
     client&.close
   end
 
+  def test_multi_key_calls_keep_the_healthy_servers_answers_when_one_dies
+    doomed = spawn_memcached
+    survivor = spawn_memcached
+    client = new_client([doomed.server, survivor.server])
+    lost = key_on(client, doomed.server)
+    kept = key_on(client, survivor.server)
+    assert_equal({lost => true, kept => true}, client.set_multi({lost => "a", kept => "b"}))
+
+    doomed.kill
+    error = assert_within(CALL_BOUND) { assert_raises(Strata::PartialError) { client.get_multi([lost, kept]) } }
+    assert_equal({kept => "b"}, error.result)
+    assert_kind_of Strata::TierError, error, "callers that know only TierError still fail open"
+
+    # The doomed server is marked down now: its keys route to the survivor as a gutter.
+    assert_equal({lost => true, kept => true}, client.set_multi({lost => "c", kept => "d"}))
+    assert_equal({lost => "c", kept => "d"}, client.get_multi([lost, kept]))
+  ensure
+    client&.close
+  end
+
   def test_a_server_killed_mid_run_never_hangs_a_call
     server = spawn_memcached
     client = new_client([server.server])

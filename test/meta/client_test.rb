@@ -44,6 +44,45 @@ class MetaClientTest < Minitest::Test
     @client.delete("k" * 250)
   end
 
+  def test_set_multi_and_delete_multi_pipeline_across_both_servers
+    entries = Array.new(2_000) { |i| [key("sm-#{i}"), "value-#{i}" * (i % 7)] }.to_h
+    assert_equal 2, entries.keys.map { |k| @client.ring.server_for(k) }.uniq.size
+
+    assert_equal entries.transform_values { true }, @client.set_multi(entries, ttl: 60)
+    assert_equal entries, @client.get_multi(entries.keys)
+
+    present = entries.keys.first(1_000)
+    absent = Array.new(10) { |i| key("sm-absent-#{i}") }
+    deleted = @client.delete_multi(present + absent)
+    assert_equal present.to_h { |k| [k, true] }.merge(absent.to_h { |k| [k, false] }), deleted
+    assert_equal entries.except(*present), @client.get_multi(entries.keys)
+  end
+
+  def test_set_multi_checks_every_entry_before_sending_any
+    good = key("sm-good")
+    error = assert_raises(ArgumentError) { @client.set_multi({good => "ok", key("sm-bad") => 42}) }
+    assert_includes error.message, "sm-bad"
+    assert_raises(ArgumentError) { @client.set_multi({good => "ok", "" => "x"}) }
+    assert_nil @client.get(good), "nothing of a refused batch is written"
+  end
+
+  def test_set_multi_of_a_value_over_the_item_limit_fails_that_server_only
+    big = key("sm-big")
+    small = Array.new(50) { |i| key("sm-small-#{i}") }
+    others = small.reject { |k| @client.ring.server_for(k) == @client.ring.server_for(big) }
+    refute_empty others
+
+    error = assert_raises(Strata::PartialError) do
+      @client.set_multi(small.to_h { |k| [k, "s"] }.merge(big => "x" * (2 * 1024 * 1024)))
+    end
+    assert_includes error.message, "too large"
+    others.each { |k| assert error.result[k], "#{k} went to the healthy server" }
+    assert_nil @client.get(big)
+    assert_equal "s", @client.get(others.first)
+    assert @client.set(big, "fits"), "the refusing server still works"
+    assert_equal "fits", @client.get(big)
+  end
+
   def test_miss_is_nil
     assert_nil @client.get(key("absent"))
     assert_nil @client.get_with_cas(key("absent"))

@@ -2,6 +2,7 @@
 
 require "socket"
 require "etc"
+require "support/child_processes"
 
 module Strata
   module TestSupport

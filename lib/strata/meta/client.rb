@@ -110,14 +110,41 @@ module Strata
       end
 
       # {key => bytes} for the keys found. One pipeline per server: quiet mg (misses stay silent)
-      # tagged with the key's index as opaque, ended by mn. A failing server raises for the call.
+      # tagged with the key's index as opaque, ended by mn. When some servers fail, raises
+      # Strata::PartialError whose result holds what the others found.
       def get_multi(keys)
-        found = {}
-        by_server = keys.group_by { |key| @ring.route(key).first }
-        by_server.each do |server, batch| # bound: one pass per server
-          dispatch(server) { |c| read_batch(c, batch, found) }
+        each_server_batch(keys.group_by { |key| @ring.route(key).first }, {}) do |c, batch, found|
+          read_batch(c, batch, found)
         end
-        found
+      end
+
+      # Stores each key => value; {key => true when stored}. One quiet pipeline per server (ms q,
+      # the entry's index as opaque, then mn): a stored entry answers nothing, a refused one NS.
+      # Every key and value is checked before anything is sent, so bad input writes nothing.
+      # A server that fails raises Strata::PartialError with the other servers' results. So does
+      # an entry the server rejects outright (SERVER_ERROR, such as a value over its item size
+      # limit): that reply carries no opaque, so the whole batch of that server counts as failed,
+      # though its other entries may be stored.
+      def set_multi(entries, ttl: nil)
+        batches = entries.each_with_object({}) do |(key, value), by_server|
+          raise ArgumentError, "value of #{key.inspect} must be a String, got #{value.class}" unless value.is_a?(String)
+
+          server, role = @ring.route(key)
+          batch = (by_server[server] ||= [])
+          header = Request.ms_header(key, value.bytesize, ttl: server_ttl(ttl, role), opaque: batch.size, quiet: true)
+          batch << [key, header, value]
+        end
+        each_server_batch(batches, {}) { |c, batch, stored| write_batch(c, batch, stored) }
+      end
+
+      # Removes keys; {key => true if it was there}. One quiet pipeline per server (md q, then mn):
+      # a delete answers only when the key was absent (NF). Failures as for #set_multi.
+      def delete_multi(keys)
+        batches = keys.group_by { |key| @ring.route(key).first }
+        each_server_batch(batches, {}) do |c, batch, deleted|
+          batch.each_with_index { |key, index| c.write(Request.md(key, opaque: index, quiet: true)) }
+          read_quiet_replies(c, batch, deleted, :md)
+        end
       end
 
       # Stores value. True when stored.
@@ -295,6 +322,21 @@ module Strata
         [value, result]
       end
 
+      # Runs one exchange per server over its batch, collecting into result; a failing server
+      # doesn't stop the others (see PartialError).
+      def each_server_batch(batches, result)
+        failure = nil
+        batches.each do |server, batch| # bound: one pass per server
+          dispatch(server) { |c| yield c, batch, result }
+        rescue TierError, ValueTooLargeError => e
+          failure ||= e
+        end
+        return result unless failure
+        raise failure if failure.is_a?(ValueTooLargeError) && batches.size == 1
+
+        raise PartialError.new("#{failure.message} (#{batches.size} servers asked)", result: result, tier: :l2)
+      end
+
       # Writes a quiet mg per key and mn, then reads replies until MN into found.
       def read_batch(conn, batch, found)
         batch.each_with_index do |key, index| # bound: batch.size
@@ -312,6 +354,30 @@ module Strata
           found[batch.fetch(result.opaque.to_i)] = value
         end
         raise ProtocolError, "get_multi pipeline not ended by MN"
+      end
+
+      # Writes a quiet ms per entry and mn; an entry is stored unless its reply says otherwise.
+      def write_batch(conn, batch, stored)
+        batch.each { |_key, header, value| conn.write(header, value, Request::CRLF) } # bound: batch.size
+        read_quiet_replies(conn, batch.map(&:first), stored, :ms)
+      end
+
+      # After quiet commands and mn: results[key] is true unless the key's reply (found by its
+      # opaque) says it was refused or absent.
+      def read_quiet_replies(conn, keys, results, command)
+        conn.write(Request::MN)
+        refused = {}
+        (keys.size + 1).times do # bound: one reply per command at most, then MN
+          result = Response.parse(conn.read_line)
+          if result.status == :noop
+            keys.each_with_index { |key, index| results[key] = !refused.key?(index) }
+            return results
+          end
+          raise ProtocolError, "unexpected #{result.status} in a quiet #{command} pipeline" if result.opaque.nil?
+
+          refused[result.opaque.to_i] = true
+        end
+        raise ProtocolError, "quiet #{command} pipeline not ended by MN"
       end
 
       def store(key, value, ttl, mode:, cas:)

@@ -18,6 +18,8 @@ module Strata
     # Failure: a server that cannot be reached or answer in time raises Strata::TierError and is
     # skipped for retry_after seconds (its keys go to a gutter server with a short TTL); a value
     # over the server's item size limit (1 MiB by default) raises Strata::ValueTooLargeError.
+    # The multi-key operations raise Strata::PartialError, carrying what the healthy servers
+    # answered, when some servers fail.
     #
     # Sizing: memcached's own (-m and -I on each server); the client holds pool_size connections
     # per server per process.
@@ -55,6 +57,14 @@ module Strata
 
       def get_multi(keys)
         @client.get_multi(keys)
+      end
+
+      def set_multi(entries, ttl: nil)
+        @client.set_multi(entries, ttl: ttl)
+      end
+
+      def delete_multi(keys)
+        @client.delete_multi(keys)
       end
 
       def get_with_cas(key)
