@@ -75,12 +75,37 @@ class MetaClientTest < Minitest::Test
     error = assert_raises(Strata::PartialError) do
       @client.set_multi(small.to_h { |k| [k, "s"] }.merge(big => "x" * (2 * 1024 * 1024)))
     end
-    assert_includes error.message, "too large"
+    assert_includes error.message, "item size limit"
     others.each { |k| assert error.result[k], "#{k} went to the healthy server" }
     assert_nil @client.get(big)
     assert_equal "s", @client.get(others.first)
     assert @client.set(big, "fits"), "the refusing server still works"
     assert_equal "fits", @client.get(big)
+  end
+
+  def test_probes_each_server_for_its_features
+    @client.ring.servers.each do |server|
+      features = @client.features(server)
+      assert features.meta && features.leases && features.stale, "memcached 1.6.18 has meta, N and md I: #{features}"
+      refute features.explicit_cas, "memcached 1.6.18 has no E flag"
+      assert_equal 1024 * 1024, features.item_size_max
+    end
+  end
+
+  def test_a_server_probed_without_leases_or_stale_gets_plain_reads_deletes_and_sets
+    server = @client.ring.servers.first
+    @client.features(server)
+    @client.instance_variable_get(:@features)[server] = Strata::Meta::ServerFeatures.new("0", true, false, false, false, nil)
+    k = Array.new(1_000) { |i| key("nolease-#{i}") }.find { |c| @client.ring.server_for(c) == server }
+
+    2.times do # without leases every reader that misses is told to fill
+      lease = @client.lease_get(k, lease_ttl: 30)
+      assert lease.won && lease.value.nil? && lease.cas.nil?
+    end
+    assert @client.lease_fill(k, "filled", nil, ttl: 60), "a fill without a lease is a plain set"
+    assert_equal "filled", @client.lease_get(k, lease_ttl: 30).value
+    assert @client.invalidate(k, grace_ttl: 30)
+    assert_nil @client.lease_get(k, lease_ttl: 30).value, "without md I an invalidate deletes: nothing stale"
   end
 
   def test_miss_is_nil

@@ -9,6 +9,8 @@ require "strata/meta/request"
 require "strata/meta/response"
 require "strata/meta/connection"
 require "strata/meta/ring"
+require "strata/meta/server_features"
+require "securerandom"
 
 module Strata
   module Meta
@@ -66,6 +68,9 @@ module Strata
       FLUSH_ALL = "flush_all\r\n".b.freeze
       FLUSH_OK = "OK"
       TOO_LARGE = "object too large"
+      # Bytes of an item besides its key and value (header, CAS, suffix, CRLF), rounded up: what
+      # set_multi adds to an entry's size before comparing it with the server's item_size_max.
+      ITEM_OVERHEAD = 64
       MISS = "EN"
       # Interrupt masks for #dispatch.
       HOLD_INTERRUPTS = {Exception => :never}.freeze
@@ -88,6 +93,7 @@ module Strata
         @pools = {}
         @pools_generation = ForkGeneration.current
         @lock = Mutex.new
+        @features = {}
       end
 
       # The bytes under key, or nil.
@@ -120,11 +126,12 @@ module Strata
 
       # Stores each key => value; {key => true when stored}. One quiet pipeline per server (ms q,
       # the entry's index as opaque, then mn): a stored entry answers nothing, a refused one NS.
-      # Every key and value is checked before anything is sent, so bad input writes nothing.
-      # A server that fails raises Strata::PartialError with the other servers' results. So does
-      # an entry the server rejects outright (SERVER_ERROR, such as a value over its item size
-      # limit): that reply carries no opaque, so the whole batch of that server counts as failed,
-      # though its other entries may be stored.
+      # Every key and value is checked before anything is sent, so bad input writes nothing; an
+      # entry over a server's item size limit (from its probe, see ITEM_OVERHEAD) keeps that
+      # server's whole batch unsent. A server that fails raises Strata::PartialError with the other
+      # servers' results (a lone failing server: its own error). So does an entry the server
+      # rejects anyway (SERVER_ERROR): that reply carries no opaque, so the whole batch of that
+      # server counts as failed, though its other entries may be stored.
       def set_multi(entries, ttl: nil)
         batches = entries.each_with_object({}) do |(key, value), by_server|
           raise ArgumentError, "value of #{key.inspect} must be a String, got #{value.class}" unless value.is_a?(String)
@@ -134,7 +141,9 @@ module Strata
           header = Request.ms_header(key, value.bytesize, ttl: server_ttl(ttl, role), opaque: batch.size, quiet: true)
           batch << [key, header, value]
         end
-        each_server_batch(batches, {}) { |c, batch, stored| write_batch(c, batch, stored) }
+        each_server_batch(batches, {}) do |c, batch, stored, server|
+          write_batch(c, batch, stored, @features[server].item_size_max)
+        end
       end
 
       # Removes keys; {key => true if it was there}. One quiet pipeline per server (md q, then mn):
@@ -173,11 +182,13 @@ module Strata
       end
 
       # Marks key stale for grace_ttl seconds and bumps its CAS: the next mg gets the value with X
-      # and W (it refills), later ones X and Z. True if the key was there.
+      # and W (it refills), later ones X and Z. True if the key was there. On a server without
+      # md I (see ServerFeatures) the key is deleted instead.
       def invalidate(key, grace_ttl:)
         server, role = @ring.route(key)
         dispatch(server) do |c|
-          c.write(Request.md(key, invalidate: true, ttl: server_ttl(grace_ttl, role)))
+          stale = @features[server].stale
+          c.write(stale ? Request.md(key, invalidate: true, ttl: server_ttl(grace_ttl, role)) : Request.md(key))
           Response.parse(c.read_line, :md).status == :hit
         end
       end
@@ -193,12 +204,15 @@ module Strata
         arithmetic(key, amount, :decr, ttl, initial)
       end
 
-      # Reads key for read-through (mg v c t N<lease_ttl>). On a miss the server creates an empty
-      # placeholder for lease_ttl seconds and the first caller wins; see Lease.
+      # Reads key for read-through (mg v c N<lease_ttl>). On a miss the server creates an empty
+      # placeholder for lease_ttl seconds and the first caller wins; see Lease. A server without
+      # leases (see ServerFeatures) gets a plain mg v c, and every caller that misses wins, with no
+      # cas: its #lease_fill is then a plain set.
       def lease_get(key, lease_ttl:)
         server, role = @ring.route(key)
         dispatch(server) do |c|
-          c.write(Request.mg(key, flags: false, lease_ttl: server_ttl(lease_ttl, role)))
+          leases = @features[server].leases
+          c.write(Request.mg(key, flags: false, lease_ttl: leases ? server_ttl(lease_ttl, role) : nil))
           line = c.read_line
           length, cas = Response.fresh_value(line)
           next Lease.new(c.read_bytes(length), cas, false, false, false) if length
@@ -207,7 +221,8 @@ module Strata
           value = result.value? ? c.read_bytes(result.value_length) : nil
           # W or Z without X comes only from a placeholder (we never send R): nothing to serve.
           value = nil if !result.stale? && (result.won? || result.lease_sent?)
-          Lease.new(value, result.cas, result.won?, result.stale?, result.lease_sent?)
+          won = result.won? || (!leases && result.status == :miss) # no leases: every reader that misses fills
+          Lease.new(value, result.cas, won, result.stale?, result.lease_sent?)
         end
       end
 
@@ -233,6 +248,13 @@ module Strata
         true
       end
 
+      # What server answered to the feature probe (ServerFeatures), probing it now if it has not
+      # been asked yet. Raises TierError when it can't be reached.
+      def features(server)
+        dispatch(server) { nil } unless @features[server]&.meta
+        @features.fetch(server)
+      end
+
       # Servers configured and servers currently marked down.
       def stats
         {servers: @ring.servers.size, down: @ring.servers.count { |server| !@ring.up?(server) }}
@@ -251,21 +273,15 @@ module Strata
 
       private
 
-      # The one place a connection is checked out and a failure is judged (see the class comment).
+      # The one place a failure is judged (see the class comment). A server is probed for its
+      # features before its first exchange (see #probe).
       # The pool is connection_pool's TimedStack, checked out as ConnectionPool#with does it:
       # interrupts (Timeout, Thread#raise) are held off while a connection changes hands, so none
       # can leak one, and let through while it is in use. #with also keeps a per-thread reentrant
       # checkout, which an exchange never needs; going without it costs 1.5 us less per call.
       def dispatch(server, &)
-        stack = stack_for(server)
-        Thread.handle_interrupt(HOLD_INTERRUPTS) do
-          conn = stack.pop(@pool_timeout)
-          begin
-            Thread.handle_interrupt(LET_INTERRUPTS) { conn.request(&) }
-          ensure
-            stack.push(conn)
-          end
-        end
+        probe(server) unless @features[server]&.meta
+        exchange(server, &)
       rescue ConnectionPool::TimeoutError
         raise RetryableError.new("#{server}: no free connection after #{@pool_timeout}s", tier: :l2)
       rescue ServerError => e
@@ -276,7 +292,31 @@ module Strata
         raise
       rescue TierError
         @ring.mark_down(server, retry_after: @retry_after)
+        @features.delete(server) # ask again once it is back: it may be another server by then
         raise
+      end
+
+      def exchange(server, &)
+        stack = stack_for(server)
+        Thread.handle_interrupt(HOLD_INTERRUPTS) do
+          conn = stack.pop(@pool_timeout)
+          begin
+            Thread.handle_interrupt(LET_INTERRUPTS) { conn.request(&) }
+          ensure
+            stack.push(conn)
+          end
+        end
+      end
+
+      # Learns what server can do (ServerFeatures). A server without the meta protocol raises
+      # TierError, so it is marked down like an unreachable one and its keys go to a gutter.
+      def probe(server)
+        features = exchange(server) { |c| ServerFeatures.probe(c, "strata:probe:#{SecureRandom.hex(8)}") }
+        @features[server] = features
+        return if features.meta
+
+        raise TierError.new("#{server} runs memcached #{features.version} without the meta protocol; " \
+          "Strata needs memcached 1.6 or later", tier: :l2)
       end
 
       # This process's connection stack for server; a forked child starts with none.
@@ -327,7 +367,7 @@ module Strata
       def each_server_batch(batches, result)
         failure = nil
         batches.each do |server, batch| # bound: one pass per server
-          dispatch(server) { |c| yield c, batch, result }
+          dispatch(server) { |c| yield c, batch, result, server }
         rescue TierError, ValueTooLargeError => e
           failure ||= e
         end
@@ -357,7 +397,16 @@ module Strata
       end
 
       # Writes a quiet ms per entry and mn; an entry is stored unless its reply says otherwise.
-      def write_batch(conn, batch, stored)
+      # An entry that can't fit the server's items (its SERVER_ERROR would carry no opaque) stops
+      # the batch before any of it is sent.
+      def write_batch(conn, batch, stored, item_size_max)
+        if item_size_max
+          too_large = batch.find { |key, _, value| key.bytesize + value.bytesize + ITEM_OVERHEAD > item_size_max }
+          if too_large
+            raise ValueTooLargeError, "value of #{too_large[0].inspect} (#{too_large[2].bytesize} bytes) is over " \
+              "#{conn.name}'s item size limit of #{item_size_max} bytes"
+          end
+        end
         batch.each { |_key, header, value| conn.write(header, value, Request::CRLF) } # bound: batch.size
         read_quiet_replies(conn, batch.map(&:first), stored, :ms)
       end
