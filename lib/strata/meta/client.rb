@@ -2,7 +2,7 @@
 
 require "connection_pool"
 require "strata/errors"
-require "strata/fork_generation"
+require "strata/resource_pool"
 require "strata/meta/errors"
 require "strata/meta/lease_flags"
 require "strata/meta/request"
@@ -72,9 +72,6 @@ module Strata
       # set_multi adds to an entry's size before comparing it with the server's item_size_max.
       ITEM_OVERHEAD = 64
       MISS = "EN"
-      # Interrupt masks for #dispatch.
-      HOLD_INTERRUPTS = {Exception => :never}.freeze
-      LET_INTERRUPTS = {Exception => :immediate}.freeze
       # Errors in which the server answered: it is up, so it is not marked down.
       ANSWERED = [ServerError, ClientError, ProtocolError].freeze
 
@@ -88,11 +85,12 @@ module Strata
         @pool_timeout = own.fetch(:pool_timeout)
         @retry_after = own.fetch(:retry_after)
         @gutter_ttl = own.fetch(:gutter_ttl)
-        @connection_options = {connect_timeout: own.fetch(:connect_timeout), timeout: own.fetch(:timeout)}
         @ring = Ring.new(servers, **options.slice(*Ring::DEFAULTS.keys).merge(retry_after: @retry_after))
-        @pools = {}
-        @pools_generation = ForkGeneration.current
-        @lock = Mutex.new
+        connection_options = {connect_timeout: own.fetch(:connect_timeout), timeout: own.fetch(:timeout)}
+        @pools = @ring.servers.to_h do |server|
+          host, port = server.split(":")
+          [server, ResourcePool.new(size: @pool_size, timeout: @pool_timeout) { Connection.new(host, port, **connection_options) }]
+        end.freeze
         @features = {}
       end
 
@@ -262,12 +260,7 @@ module Strata
 
       # Closes this process's connections; the client reconnects on next use.
       def close
-        pools = @lock.synchronize do
-          current = @pools
-          @pools = {}
-          current
-        end
-        pools.each_value { |pool| pool.shutdown(&:close) }
+        @pools.each_value { |pool| pool.shutdown(&:close) }
         nil
       end
 
@@ -275,10 +268,6 @@ module Strata
 
       # The one place a failure is judged (see the class comment). A server is probed for its
       # features before its first exchange (see #probe).
-      # The pool is connection_pool's TimedStack, checked out as ConnectionPool#with does it:
-      # interrupts (Timeout, Thread#raise) are held off while a connection changes hands, so none
-      # can leak one, and let through while it is in use. #with also keeps a per-thread reentrant
-      # checkout, which an exchange never needs; going without it costs 1.5 us less per call.
       def dispatch(server, &)
         probe(server) unless @features[server]&.meta
         exchange(server, &)
@@ -297,15 +286,7 @@ module Strata
       end
 
       def exchange(server, &)
-        stack = stack_for(server)
-        Thread.handle_interrupt(HOLD_INTERRUPTS) do
-          conn = stack.pop(@pool_timeout)
-          begin
-            Thread.handle_interrupt(LET_INTERRUPTS) { conn.request(&) }
-          ensure
-            stack.push(conn)
-          end
-        end
+        @pools.fetch(server).with { |conn| conn.request(&) }
       end
 
       # Learns what server can do (ServerFeatures). A server without the meta protocol raises
@@ -317,27 +298,6 @@ module Strata
 
         raise TierError.new("#{server} runs memcached #{features.version} without the meta protocol; " \
           "Strata needs memcached 1.6 or later", tier: :l2)
-      end
-
-      # This process's connection stack for server; a forked child starts with none.
-      # Lock-free once the stack exists: the hot path reads one Hash entry and one Integer.
-      def stack_for(server)
-        stack = @pools[server]
-        return stack if stack && @pools_generation == ForkGeneration.current
-
-        @lock.synchronize do
-          if @pools_generation != ForkGeneration.current
-            @pools = {} # the parent's stacks stay with the parent; Connection drops their sockets here
-            @pools_generation = ForkGeneration.current
-          end
-          @pools[server] ||= build_stack(server)
-        end
-      end
-
-      def build_stack(server)
-        host, port = server.split(":")
-        options = @connection_options
-        ConnectionPool::TimedStack.new(@pool_size) { Connection.new(host, port, **options) }
       end
 
       # Reads one mg reply: [bytes or nil, result]. Stale items and placeholders are misses.

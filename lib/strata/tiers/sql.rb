@@ -278,8 +278,10 @@ module Strata
       end
 
       def open_embedded(path, pool, busy_timeout)
-        database = Database.new(Embedded.connection_class(path, pool: pool, busy_timeout: busy_timeout), owned: true)
-        database.run(:create_table) { |c| Schema.create(c, @table_name) }
+        connection_class = Embedded.connection_class(path, pool: pool, busy_timeout: busy_timeout)
+        sqlite_pool = Embedded.sqlite_pool(path, pool: pool, busy_timeout: busy_timeout)
+        database = Database.new(connection_class, owned: true, sqlite_pool: sqlite_pool)
+        database.run_active_record(:create_table) { |c| Schema.create(c, @table_name) }
         database
       rescue SystemCallError => e
         raise TierError.new("Strata L3 sqlite3:#{path}: #{e.message}", tier: :l3)

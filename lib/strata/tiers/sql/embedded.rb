@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "fileutils"
+require "strata/resource_pool"
 
 module Strata
   module Tiers
@@ -38,6 +39,19 @@ module Strata
             pragmas: {journal_mode: :wal, synchronous: :normal}
           )
           record
+        end
+
+        # A pool of SQLite3::Database connections to the file at path, configured as
+        # connection_class's are (WAL, synchronous NORMAL, busy_timeout): the tier's data
+        # statements run on these (see Database).
+        def sqlite_pool(path, pool:, busy_timeout:)
+          ResourcePool.new(size: pool, timeout: busy_timeout) do
+            db = ::SQLite3::Database.new(path)
+            db.busy_timeout((busy_timeout * 1000).round)
+            db.execute("PRAGMA journal_mode = WAL")
+            db.execute("PRAGMA synchronous = NORMAL")
+            db
+          end
         end
 
         def next_sequence
