@@ -44,6 +44,13 @@ class StrataStoreStampedeTest < Strata::StoreCase
     assert_stampede_fills_once { {l1: {path: table_path, size: TABLE_SIZE}, memcached: memcached} }
   end
 
+  # fetch_multi on two cold keys, four hosts sharing memcached: each key's block runs once.
+  def test_fetch_multi_fills_each_cold_key_once
+    assert_stampede_fills_once(names: %w[cold other]) do |process|
+      {l1: {path: File.join(@tmpdir, "host-#{process}.l1"), size: TABLE_SIZE}, memcached: memcached}
+    end
+  end
+
   private
 
   def memcached
@@ -51,8 +58,9 @@ class StrataStoreStampedeTest < Strata::StoreCase
     {servers: Strata::TestSupport.memcached_servers, pool_size: THREADS, timeout: 2}
   end
 
-  # Yields each process's index for its store options.
-  def assert_stampede_fills_once
+  # Yields each process's index for its store options. With names, the threads call fetch_multi
+  # on all of them; each name's block must run once.
+  def assert_stampede_fills_once(names: nil)
     runs = File.join(@tmpdir, "runs")
     values = File.join(@tmpdir, "values")
     ready_r, ready_w = IO.pipe
@@ -63,15 +71,16 @@ class StrataStoreStampedeTest < Strata::StoreCase
         ready_r.close
         go_w.close
         cache = ActiveSupport::Cache::StrataStore.new(namespace: @namespace, fill_wait: DEADLINE, **options)
+        compute = lambda do |name|
+          sleep WORK
+          File.write(runs, "#{name}\n", mode: "a")
+          "#{name} computed by #{Process.pid}"
+        end
         gate = Queue.new
         threads = Array.new(THREADS) do
           Thread.new do
             gate.pop
-            cache.fetch("cold") do
-              sleep WORK
-              File.write(runs, "#{Process.pid}\n", mode: "a")
-              "computed by #{Process.pid}"
-            end
+            names ? cache.fetch_multi(*names, &compute).values.join("|") : cache.fetch("cold") { compute.call("cold") }
           end
         end
         ready_w.write("r")
@@ -90,10 +99,10 @@ class StrataStoreStampedeTest < Strata::StoreCase
     pids.each { |pid| assert_predicate reap_child(pid), :success? }
 
     filled = File.readlines(runs, chomp: true)
-    assert_equal 1, filled.size, "the block ran once, not #{filled.size} times"
+    assert_equal((names || ["cold"]).sort, filled.sort, "each block ran once")
     got = File.readlines(values, chomp: true)
     assert_equal PROCESSES * THREADS, got.size
-    assert_equal ["computed by #{filled.first}"], got.uniq, "all #{got.size} fetches got the one value"
+    assert_equal 1, got.uniq.size, "all #{got.size} fetches got the one value: #{got.uniq.first(3)}"
   ensure
     [ready_r, ready_w, go_r, go_w].each { |io| io&.close unless io&.closed? }
   end

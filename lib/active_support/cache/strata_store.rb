@@ -94,6 +94,21 @@ module ActiveSupport
       # fetch with a block reads through with single-flight: when the key misses, one caller per
       # host (through L1) and one across hosts (through a memcached lease) runs the block; the
       # others wait up to fill_wait for its value, or get a stale one while it refills.
+      # Reads every name at once; each miss then goes through #fetch, so a cold key has one
+      # filler per host and per cluster like a single fetch (ActiveSupport's own fetch_multi
+      # would compute and write every miss in every caller). force: recomputes every name.
+      def fetch_multi(*names, &block)
+        raise ArgumentError, "Missing block: `Cache#fetch_multi` requires a block." unless block
+
+        options = names.extract_options!
+        return super(*names, options, &block) if names.empty? || merged_options(options)[:force]
+
+        found = read_multi(*names, options)
+        names.index_with do |name|
+          found.fetch(name) { fetch(name, options) { block.call(name) } }
+        end
+      end
+
       def fetch(name, options = nil, &block)
         return super unless block
 
