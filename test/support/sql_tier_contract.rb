@@ -226,6 +226,20 @@ module Strata
         assert_operator tier.stats[:evicted], :>=, 500 - 60
       end
 
+      # Past Statements::EXACT_SPAN ids a pass counts a window and scales up; over budget it still
+      # deletes a batch from the front, and no more.
+      def test_a_large_table_is_sized_by_a_sample_and_still_evicted_a_batch_at_a_time
+        rows = SQL::Statements::EXACT_SPAN + 10_000
+        insert_rows((1..rows).map { |i| {key: "bulk-#{i}"} })
+        tier = build_tier(max_entries: rows - 5_000, expiry_batch_size: 100, expire_every: 1)
+
+        tier.set("one more", "v")
+        assert_equal rows + 1 - 100, count_rows, "one pass: a batch out, the write in"
+        assert_equal 100, tier.stats[:evicted]
+        assert_nil tier.get("bulk-1"), "the oldest went first"
+        assert_equal "v", tier.get("bulk-#{rows}")
+      end
+
       def test_max_entries_holds_within_one_batch
         tier = build_tier(max_entries: 20, expiry_batch_size: 5, expire_every: 5)
         100.times { |i| tier.set("e#{i}", "v") }

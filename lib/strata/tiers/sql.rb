@@ -50,13 +50,15 @@ module Strata
     # size and expire_every <= expiry_batch_size, the table stays within one batch of its bounds.
     # Expired rows further back wait for their turn at the front, or for #cleanup.
     #
-    # Sizing: a pass with max_size or max_entries set counts the table (COUNT and SUM over the
-    # small columns, O(rows)); raise expire_every for tables of millions of rows. byte_size is
-    # key plus value bytes, without the database's per-row overhead and indexes.
+    # Sizing: a pass with max_size or max_entries set needs the table's totals. It counts them
+    # exactly while the ids span at most 20,000; past that it counts one random window of 5,000
+    # ids and scales up (Statements::EXACT_SPAN), so a pass reads a bounded number of rows on any
+    # table, and the bounds then hold to within that estimate. byte_size is key plus value bytes,
+    # without the database's per-row overhead and indexes.
     #
     # Thread and process safety: any thread of any process may call any method; each call checks
     # a connection out of the pool for its statements and returns it. A forked child opens its
-    # own connections (Active Record discards the parent's pools after fork). SQLite takes one
+    # own connections (the embedded pool and Active Record both start afresh after fork). SQLite takes one
     # writer at a time across processes; a writer waits up to busy_timeout, and with the sqlite3
     # gem 1.x it waits holding Ruby's GVL, so keep busy_timeout short.
     #
@@ -259,7 +261,7 @@ module Strata
       # One expiry pass (see Expiry) on connection c.
       def expire(c)
         head = @database.select(c, :expire, statements.head)
-        entries, bytes = (@expiry.budgeted? && !head.empty?) ? @database.select(c, :expire, statements.totals).first : [0, 0]
+        entries, bytes = (@expiry.budgeted? && !head.empty?) ? totals_for_expiry(c) : [0, 0]
         victims = @expiry.victims(head, entries, bytes, Entry.now)
         @database.delete(c, :expire, statements.delete_ids(victims.ids)) unless victims.ids.empty?
         @lock.synchronize do
@@ -267,6 +269,24 @@ module Strata
           @counters[:expired] += victims.expired
           @counters[:evicted] += victims.evicted
         end
+      end
+
+      # [entries, bytes] of the table for an expiry pass. Exact while the ids span at most
+      # Statements::EXACT_SPAN; past that, one random window of SAMPLE_SPAN ids is counted and
+      # scaled to the whole span, so a pass never reads more than a window's rows. The estimate
+      # follows the table's density: rewrites and deletes leave id gaps, and a window over
+      # them counts fewer rows.
+      def totals_for_expiry(c)
+        low, high = @database.select(c, :expire, statements.id_range).first
+        return [0, 0] if low.nil?
+
+        span = high - low + 1
+        return @database.select(c, :expire, statements.totals).first.map(&:to_i) if span <= Statements::EXACT_SPAN
+
+        from = low + rand(span - Statements::SAMPLE_SPAN + 1)
+        entries, bytes = @database.select(c, :expire, statements.window_totals, [from, from + Statements::SAMPLE_SPAN]).first
+        scale = span.fdiv(Statements::SAMPLE_SPAN)
+        [(entries.to_i * scale).round, (bytes.to_i * scale).round]
       end
 
       def write_due?

@@ -21,7 +21,14 @@ module Strata
 
         INSERT_COLUMNS = "key_hash, key, value, expires_at, created_at, byte_size"
 
-        attr_reader :get, :set, :add, :delete, :clear, :head, :totals, :max_id, :expired_ids
+        # An expiry pass counts the table exactly while its ids span at most this many; past that
+        # it counts one window of SAMPLE_SPAN ids and scales up (see SQL#totals_for_expiry), so a
+        # pass costs the same on a table of a thousand rows and of ten million.
+        EXACT_SPAN = 20_000
+        SAMPLE_SPAN = 5_000
+
+        attr_reader :get, :set, :add, :delete, :clear, :head, :totals, :max_id, :expired_ids, :id_range,
+          :window_totals
 
         # table: an identifier the caller validated; it is quoted here.
         def initialize(table, dialect, expiry_batch_size:)
@@ -71,6 +78,11 @@ module Strata
           @head = "SELECT id, byte_size, expires_at, created_at FROM #{@table} ORDER BY id LIMIT #{Integer(batch)}"
           @totals = "SELECT COUNT(*) AS entries, COALESCE(SUM(byte_size), 0) AS bytes FROM #{@table}"
           @max_id = "SELECT COALESCE(MAX(id), 0) AS id FROM #{@table}"
+          # The lowest and highest id: two index lookups (one query asking for both would scan).
+          @id_range = "SELECT (SELECT MIN(id) FROM #{@table}), (SELECT MAX(id) FROM #{@table})"
+          # Binds: from id, below id. Rows: entries and bytes of the rows in that id window.
+          @window_totals = "SELECT COUNT(*), COALESCE(SUM(byte_size), 0) FROM #{@table} " \
+            "WHERE id >= #{bind(1)} AND id < #{bind(2)}"
           # Binds: after id, up to id, now (ms), written before (ms; 0 when there is no max_age).
           # Rows: id, at most CLEANUP_STEP, in id order.
           @expired_ids = "SELECT id FROM #{@table} WHERE id > #{bind(1)} AND id <= #{bind(2)} " \
