@@ -108,6 +108,28 @@ class MetaClientTest < Minitest::Test
     assert_nil @client.lease_get(k, lease_ttl: 30).value, "without md I an invalidate deletes: nothing stale"
   end
 
+  # memcached gives the refill win of an invalidated key to the first mg, whatever it asks. A
+  # plain read can't refill, so it must not keep the win: the next lease reader gets it.
+  def test_a_plain_read_of_an_invalidated_key_leaves_the_refill_to_the_next_lease_reader
+    plain = {get: key("stale-get"), get_with_cas: key("stale-cas"), get_multi: key("stale-multi")}
+    plain.each_value do |k|
+      assert @client.set(k, "old")
+      assert @client.invalidate(k, grace_ttl: 30)
+    end
+
+    assert_nil @client.get(plain[:get])
+    assert_nil @client.get_with_cas(plain[:get_with_cas])
+    assert_equal({}, @client.get_multi([plain[:get_multi]]))
+
+    plain.each do |read, k|
+      lease = @client.lease_get(k, lease_ttl: 30)
+      assert lease.won?, "after #{read} the lease reader wins the refill"
+      refute lease.lease_sent?, "after #{read} nobody else holds the win"
+      assert @client.lease_fill(k, "new", lease.cas, ttl: 60)
+      assert_equal "new", @client.get(k)
+    end
+  end
+
   def test_miss_is_nil
     assert_nil @client.get(key("absent"))
     assert_nil @client.get_with_cas(key("absent"))

@@ -32,9 +32,9 @@ module Strata
     # 30 days as a unix time, so longer ones are sent as now + ttl.
     #
     # Stale items (after #invalidate) and lease placeholders (after #lease_get won a miss) are
-    # misses for #get, #get_with_cas and #get_multi. Caveat: memcached hands the recache win of a
-    # stale item to the first mg of any kind, so a plain #get of a stale key takes the win that a
-    # #lease_get would otherwise get; read-through callers use #lease_get.
+    # misses for #get, #get_with_cas and #get_multi. memcached hands the refill win of a stale item
+    # to the first mg of any kind; when a plain read gets it, it deletes the stale item (see
+    # give_up_win), so that the next #lease_get wins the refill rather than wait out the grace.
     #
     # Concurrency: thread-safe. Each thread checks a Connection out of a per-server pool.
     # Fork: pools belong to the process that built them; a forked child that uses the client builds
@@ -99,7 +99,7 @@ module Strata
         server, = @ring.route(key)
         dispatch(server) do |c|
           c.write(Request.mg(key, flags: false, cas: false))
-          read_plain_value(c)
+          read_plain_value(c, key)
         end
       end
 
@@ -108,7 +108,7 @@ module Strata
         server, = @ring.route(key)
         dispatch(server) do |c|
           c.write(Request.mg(key, flags: false))
-          value, result = read_value(c)
+          value, result = read_value(c, key)
           value && [value, result.cas]
         end
       end
@@ -303,23 +303,33 @@ module Strata
       # Reads one mg reply: [bytes or nil, result]. Stale items and placeholders are misses.
       # The value of a plain mg (no flags asked for): the reply is "EN" or "VA <n>" unless the
       # item is stale or a lease placeholder, which the full parse turns into a miss.
-      def read_plain_value(conn)
+      def read_plain_value(conn, key)
         line = conn.read_line
         return nil if line == MISS
         length = Response.plain_value_length(line)
         return conn.read_bytes(length) if length
 
-        read_value(conn, line).first
+        read_value(conn, key, line).first
       end
 
-      def read_value(conn, line = conn.read_line)
+      # The reply to a plain mg of key: [bytes or nil, result].
+      def read_value(conn, key, line = conn.read_line)
         result = Response.parse(line, :mg)
         return [nil, result] unless result.value?
 
         value = conn.read_bytes(result.value_length)
+        give_up_win(conn, [key]) if result.stale? && result.won?
         return [nil, result] if result.stale? || result.won? || result.lease_sent?
 
         [value, result]
+      end
+
+      # memcached hands the refill win of an invalidated item to the first mg of any kind. A plain
+      # read that got it will not refill, and every lease reader would be told someone is (Z) for
+      # the rest of the grace period; so it deletes the stale item, and the next lease reader wins.
+      def give_up_win(conn, keys)
+        keys.each_with_index { |key, index| conn.write(Request.md(key, opaque: index, quiet: true)) }
+        read_quiet_replies(conn, keys, {}, :md)
       end
 
       # Runs one exchange per server over its batch, collecting into result; a failing server
@@ -343,12 +353,17 @@ module Strata
           conn.write(Request.mg(key, flags: false, cas: false, opaque: index, quiet: true))
         end
         conn.write(Request::MN)
+        won = []
         (batch.size + 1).times do # bound: one reply per key at most, then MN
           result = Response.parse(conn.read_line)
-          return found if result.status == :noop
+          if result.status == :noop
+            give_up_win(conn, won) unless won.empty?
+            return found
+          end
           raise ProtocolError, "unexpected #{result.status} in a get_multi pipeline" unless result.value?
 
           value = conn.read_bytes(result.value_length)
+          won << batch.fetch(result.opaque.to_i) if result.stale? && result.won?
           next if result.stale? || result.won? || result.lease_sent?
 
           found[batch.fetch(result.opaque.to_i)] = value
