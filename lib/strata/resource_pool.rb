@@ -13,7 +13,8 @@ module Strata
   # and which cost 1.5 us of a 35 us memcached get.
   #
   # Fork: a forked child starts with an empty pool. The parent's connections stay the parent's:
-  # the child neither uses nor closes them.
+  # the child neither uses nor closes them, and keeps them referenced so that no finalizer
+  # closes them either (SQLite must not close in a child a handle its parent opened).
   class ResourcePool
     HOLD_INTERRUPTS = {Exception => :never}.freeze
     LET_INTERRUPTS = {Exception => :immediate}.freeze
@@ -29,13 +30,19 @@ module Strata
       @lock = Mutex.new
       @stack = nil
       @generation = nil
+      @inherited = [] # stacks of the processes this one was forked from
     end
 
     # Yields a connection, and returns the block's value.
     def with
       stack = current_stack
       Thread.handle_interrupt(HOLD_INTERRUPTS) do
-        conn = stack.pop(@timeout)
+        conn = begin
+          stack.pop(@timeout)
+        rescue ConnectionPool::PoolShuttingDownError
+          stack = current_stack # #shutdown ran meanwhile: the next pool serves
+          stack.pop(@timeout)
+        end
         begin
           Thread.handle_interrupt(LET_INTERRUPTS) { yield conn }
         ensure
@@ -65,6 +72,7 @@ module Strata
 
       @lock.synchronize do
         if @stack.nil? || @generation != ForkGeneration.current
+          @inherited << @stack if @stack && @generation != ForkGeneration.current
           @stack = ConnectionPool::TimedStack.new(@size, &@create)
           @generation = ForkGeneration.current
         end

@@ -66,20 +66,20 @@ class MetaClientTest < Minitest::Test
     assert_nil @client.get(good), "nothing of a refused batch is written"
   end
 
-  def test_set_multi_of_a_value_over_the_item_limit_fails_that_server_only
+  def test_set_multi_stores_the_rest_and_drops_an_entry_over_the_item_limit
     big = key("sm-big")
     small = Array.new(50) { |i| key("sm-small-#{i}") }
-    others = small.reject { |k| @client.ring.server_for(k) == @client.ring.server_for(big) }
-    refute_empty others
+    assert @client.set(big, "old copy")
 
     error = assert_raises(Strata::PartialError) do
       @client.set_multi(small.to_h { |k| [k, "s"] }.merge(big => "x" * (2 * 1024 * 1024)))
     end
+    assert_kind_of Strata::ValueTooLargeError, error.cause
     assert_includes error.message, "item size limit"
-    others.each { |k| assert error.result[k], "#{k} went to the healthy server" }
-    assert_nil @client.get(big)
-    assert_equal "s", @client.get(others.first)
-    assert @client.set(big, "fits"), "the refusing server still works"
+    assert_equal small.to_h { |k| [k, true] }.merge(big => false), error.result
+    assert_nil @client.get(big), "the old copy goes, as memcached drops it when it refuses a value"
+    assert_equal small.to_h { |k| [k, "s"] }, @client.get_multi(small)
+    assert @client.set(big, "fits"), "the connection stays in step"
     assert_equal "fits", @client.get(big)
   end
 

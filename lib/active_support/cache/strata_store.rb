@@ -91,12 +91,12 @@ module ActiveSupport
           fill_wait: fill_wait)
       end
 
-      # fetch with a block reads through with single-flight: when the key misses, one caller per
-      # host (through L1) and one across hosts (through a memcached lease) runs the block; the
-      # others wait up to fill_wait for its value, or get a stale one while it refills.
       # Reads every name at once; each miss then goes through #fetch, so a cold key has one
       # filler per host and per cluster like a single fetch (ActiveSupport's own fetch_multi
-      # would compute and write every miss in every caller). force: recomputes every name.
+      # would compute and write every miss in every caller). force: recomputes every name, as
+      # ActiveSupport does. Unlike ActiveSupport's: each miss is read once more (by its fetch) and
+      # written as its block returns, so a block that raises leaves the earlier misses cached,
+      # and each miss emits its own fetch events beside the one cache_read_multi.
       def fetch_multi(*names, &block)
         raise ArgumentError, "Missing block: `Cache#fetch_multi` requires a block." unless block
 
@@ -109,6 +109,9 @@ module ActiveSupport
         end
       end
 
+      # fetch with a block reads through with single-flight: when the key misses, one caller per
+      # host (through L1) and one across hosts (through a memcached lease) runs the block; the
+      # others wait up to fill_wait for its value, or get a stale one while it refills.
       def fetch(name, options = nil, &block)
         return super unless block
 

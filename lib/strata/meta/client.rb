@@ -33,8 +33,8 @@ module Strata
     #
     # Stale items (after #invalidate) and lease placeholders (after #lease_get won a miss) are
     # misses for #get, #get_with_cas and #get_multi. memcached hands the refill win of a stale item
-    # to the first mg of any kind; when a plain read gets it, it deletes the stale item (see
-    # give_up_win), so that the next #lease_get wins the refill rather than wait out the grace.
+    # to the first mg of any kind; when a plain read gets it, it hands it on (see give_up_win), so
+    # that the next #lease_get wins the refill rather than wait out the grace.
     #
     # Concurrency: thread-safe. Each thread checks a Connection out of a per-server pool.
     # Fork: pools belong to the process that built them; a forked child that uses the client builds
@@ -72,6 +72,8 @@ module Strata
       # set_multi adds to an entry's size before comparing it with the server's item_size_max.
       ITEM_OVERHEAD = 64
       MISS = "EN"
+      # What a quiet ms or md answers (with its opaque) when it did not do its job; HD is silent.
+      QUIET_REFUSALS = %i[not_stored exists not_found].freeze
       # Errors in which the server answered: it is up, so it is not marked down.
       ANSWERED = [ServerError, ClientError, ProtocolError].freeze
 
@@ -115,7 +117,8 @@ module Strata
 
       # {key => bytes} for the keys found. One pipeline per server: quiet mg (misses stay silent)
       # tagged with the key's index as opaque, ended by mn. When some servers fail, raises
-      # Strata::PartialError whose result holds what the others found.
+      # Strata::PartialError whose result holds what the others found (when the one server asked
+      # fails: its own error).
       def get_multi(keys)
         each_server_batch(keys.group_by { |key| @ring.route(key).first }, {}) do |c, batch, found|
           read_batch(c, batch, found)
@@ -124,12 +127,14 @@ module Strata
 
       # Stores each key => value; {key => true when stored}. One quiet pipeline per server (ms q,
       # the entry's index as opaque, then mn): a stored entry answers nothing, a refused one NS.
-      # Every key and value is checked before anything is sent, so bad input writes nothing; an
-      # entry over a server's item size limit (from its probe, see ITEM_OVERHEAD) keeps that
-      # server's whole batch unsent. A server that fails raises Strata::PartialError with the other
-      # servers' results (a lone failing server: its own error). So does an entry the server
-      # rejects anyway (SERVER_ERROR): that reply carries no opaque, so the whole batch of that
-      # server counts as failed, though its other entries may be stored.
+      # Every key and value is checked before anything is sent, so bad input writes nothing. An
+      # entry over its server's item size limit (from the probe, see ITEM_OVERHEAD) is not sent
+      # and its key is deleted, as memcached itself does; the others are stored, and the call
+      # raises Strata::PartialError (caused by a ValueTooLargeError) with the results. A server
+      # that fails raises PartialError with the other servers' results (when it was the only
+      # server: its own error). So does an entry the server rejects anyway (SERVER_ERROR): that
+      # reply carries no opaque, so the whole batch of that server counts as failed, though its
+      # other entries may be stored.
       def set_multi(entries, ttl: nil)
         batches = entries.each_with_object({}) do |(key, value), by_server|
           raise ArgumentError, "value of #{key.inspect} must be a String, got #{value.class}" unless value.is_a?(String)
@@ -139,18 +144,27 @@ module Strata
           header = Request.ms_header(key, value.bytesize, ttl: server_ttl(ttl, role), opaque: batch.size, quiet: true)
           batch << [key, header, value]
         end
-        each_server_batch(batches, {}) do |c, batch, stored, server|
-          write_batch(c, batch, stored, @features[server].item_size_max)
+        too_large = []
+        stored = each_server_batch(batches, {}) do |c, batch, results, features|
+          write_batch(c, batch, results, features.item_size_max, too_large)
         end
+        return stored if too_large.empty?
+
+        error = ValueTooLargeError.new("#{too_large.size} values over their server's item size limit, " \
+          "first #{too_large.first.inspect}: not stored, old copies deleted")
+        raise PartialError.new(error.message, result: stored, tier: :l2), cause: error
       end
 
       # Removes keys; {key => true if it was there}. One quiet pipeline per server (md q, then mn):
       # a delete answers only when the key was absent (NF). Failures as for #set_multi.
       def delete_multi(keys)
-        batches = keys.group_by { |key| @ring.route(key).first }
+        batches = keys.each_with_object({}) do |key, by_server| # every key checked before any is sent
+          batch = (by_server[@ring.route(key).first] ||= [])
+          batch << [key, Request.md(key, opaque: batch.size, quiet: true)]
+        end
         each_server_batch(batches, {}) do |c, batch, deleted|
-          batch.each_with_index { |key, index| c.write(Request.md(key, opaque: index, quiet: true)) }
-          read_quiet_replies(c, batch, deleted, :md)
+          batch.each { |_key, request| c.write(request) }
+          read_quiet_replies(c, batch.map(&:first), deleted, :md)
         end
       end
 
@@ -184,9 +198,8 @@ module Strata
       # md I (see ServerFeatures) the key is deleted instead.
       def invalidate(key, grace_ttl:)
         server, role = @ring.route(key)
-        dispatch(server) do |c|
-          stale = @features[server].stale
-          c.write(stale ? Request.md(key, invalidate: true, ttl: server_ttl(grace_ttl, role)) : Request.md(key))
+        dispatch(server) do |c, features|
+          c.write(features.stale ? Request.md(key, invalidate: true, ttl: server_ttl(grace_ttl, role)) : Request.md(key))
           Response.parse(c.read_line, :md).status == :hit
         end
       end
@@ -208,8 +221,8 @@ module Strata
       # cas: its #lease_fill is then a plain set.
       def lease_get(key, lease_ttl:)
         server, role = @ring.route(key)
-        dispatch(server) do |c|
-          leases = @features[server].leases
+        dispatch(server) do |c, features|
+          leases = features.leases
           c.write(Request.mg(key, flags: false, lease_ttl: leases ? server_ttl(lease_ttl, role) : nil))
           line = c.read_line
           length, cas = Response.fresh_value(line)
@@ -249,8 +262,7 @@ module Strata
       # What server answered to the feature probe (ServerFeatures), probing it now if it has not
       # been asked yet. Raises TierError when it can't be reached.
       def features(server)
-        dispatch(server) { nil } unless @features[server]&.meta
-        @features.fetch(server)
+        dispatch(server) { |_c, features| features }
       end
 
       # Servers configured and servers currently marked down.
@@ -267,10 +279,12 @@ module Strata
       private
 
       # The one place a failure is judged (see the class comment). A server is probed for its
-      # features before its first exchange (see #probe).
-      def dispatch(server, &)
-        probe(server) unless @features[server]&.meta
-        exchange(server, &)
+      # features before its first exchange (see #probe). Yields the connection and the server's
+      # ServerFeatures, as read once for this call (another thread may forget them meanwhile).
+      def dispatch(server)
+        features = @features[server]
+        features = probe(server) unless features&.meta
+        exchange(server) { |c| yield c, features }
       rescue ConnectionPool::TimeoutError
         raise RetryableError.new("#{server}: no free connection after #{@pool_timeout}s", tier: :l2)
       rescue ServerError => e
@@ -294,7 +308,7 @@ module Strata
       def probe(server)
         features = exchange(server) { |c| ServerFeatures.probe(c, "strata:probe:#{SecureRandom.hex(8)}") }
         @features[server] = features
-        return if features.meta
+        return features if features.meta
 
         raise TierError.new("#{server} runs memcached #{features.version} without the meta protocol; " \
           "Strata needs memcached 1.6 or later", tier: :l2)
@@ -326,9 +340,10 @@ module Strata
 
       # memcached hands the refill win of an invalidated item to the first mg of any kind. A plain
       # read that got it will not refill, and every lease reader would be told someone is (Z) for
-      # the rest of the grace period; so it deletes the stale item, and the next lease reader wins.
+      # the rest of the grace period; so it invalidates the item again (md I, no T: the value and
+      # its grace stay), which hands the win to the next reader, and the next lease reader wins.
       def give_up_win(conn, keys)
-        keys.each_with_index { |key, index| conn.write(Request.md(key, opaque: index, quiet: true)) }
+        keys.each_with_index { |key, index| conn.write(Request.md(key, invalidate: true, opaque: index, quiet: true)) }
         read_quiet_replies(conn, keys, {}, :md)
       end
 
@@ -337,14 +352,15 @@ module Strata
       def each_server_batch(batches, result)
         failure = nil
         batches.each do |server, batch| # bound: one pass per server
-          dispatch(server) { |c| yield c, batch, result, server }
+          dispatch(server) { |c, features| yield c, batch, result, features }
         rescue TierError, ValueTooLargeError => e
           failure ||= e
         end
         return result unless failure
-        raise failure if failure.is_a?(ValueTooLargeError) && batches.size == 1
+        raise failure if batches.size == 1
 
-        raise PartialError.new("#{failure.message} (#{batches.size} servers asked)", result: result, tier: :l2)
+        raise PartialError.new("#{failure.message} (#{batches.size} servers asked)", result: result, tier: :l2),
+          cause: failure
       end
 
       # Writes a quiet mg per key and mn, then reads replies until MN into found.
@@ -374,16 +390,21 @@ module Strata
       # Writes a quiet ms per entry and mn; an entry is stored unless its reply says otherwise.
       # An entry that can't fit the server's items (its SERVER_ERROR would carry no opaque) stops
       # the batch before any of it is sent.
-      def write_batch(conn, batch, stored, item_size_max)
-        if item_size_max
-          too_large = batch.find { |key, _, value| key.bytesize + value.bytesize + ITEM_OVERHEAD > item_size_max }
-          if too_large
-            raise ValueTooLargeError, "value of #{too_large[0].inspect} (#{too_large[2].bytesize} bytes) is over " \
-              "#{conn.name}'s item size limit of #{item_size_max} bytes"
+      # An entry over the server's item size limit is not sent: its key is deleted instead, as
+      # memcached does when it refuses a value, and it goes into too_large.
+      def write_batch(conn, batch, stored, item_size_max, too_large)
+        skipped = []
+        batch.each_with_index do |(key, header, value), index| # bound: batch.size
+          if item_size_max && key.bytesize + value.bytesize + ITEM_OVERHEAD > item_size_max
+            skipped << key
+            conn.write(Request.md(key, opaque: index, quiet: true))
+          else
+            conn.write(header, value, Request::CRLF)
           end
         end
-        batch.each { |_key, header, value| conn.write(header, value, Request::CRLF) } # bound: batch.size
         read_quiet_replies(conn, batch.map(&:first), stored, :ms)
+        skipped.each { |key| stored[key] = false }
+        too_large.concat(skipped)
       end
 
       # After quiet commands and mn: results[key] is true unless the key's reply (found by its
@@ -397,7 +418,9 @@ module Strata
             keys.each_with_index { |key, index| results[key] = !refused.key?(index) }
             return results
           end
-          raise ProtocolError, "unexpected #{result.status} in a quiet #{command} pipeline" if result.opaque.nil?
+          unless result.opaque && QUIET_REFUSALS.include?(result.status)
+            raise ProtocolError, "unexpected #{result.status} in a quiet #{command} pipeline"
+          end
 
           refused[result.opaque.to_i] = true
         end

@@ -11,10 +11,11 @@ module Strata
     #   version                      VERSION <v>
     #   mn                           MN with the meta protocol, ERROR without
     #   mg <probe> N1 T1 c           HD ... W when leases (N, W/Z) work, else CLIENT_ERROR/ERROR
-    #   md <probe> I T1              HD when invalidate-as-stale works
+    #   md <probe> I T1              HD (or NF) when invalidate-as-stale works
     #   mg <probe> E1                anything but an error when E (explicit CAS) works
     #   md <probe>                   cleanup: HD or NF
-    #   stats settings               STAT lines, END; item_size_max is the largest item
+    #   stats settings               STAT lines, END; item_size_max is the largest item (nil
+    #                                when a proxy answers it with an error)
     #
     # The probe key is unique per probe and lives at most one second.
     # Debian's memcached 1.6.18 answers: meta, leases and stale, no E, 1 MiB items.
@@ -31,7 +32,7 @@ module Strata
         version = conn.read_line.delete_prefix("VERSION ")
         meta = conn.read_line == "MN"
         leases = conn.read_line.match?(/\AHD\b.* W\b/)
-        stale = conn.read_line == "HD"
+        stale = !error_line?(conn.read_line) # HD, or NF when N did not make the key: I was understood
         explicit_cas = !error_line?(conn.read_line)
         conn.read_line # cleanup
         new(version, meta, meta && leases, meta && stale, meta && explicit_cas, read_item_size_max(conn))
@@ -47,6 +48,7 @@ module Strata
         256.times do
           line = conn.read_line
           return size if line == "END"
+          return nil if error_line?(line)
 
           name, value = line.split(" ", 3).drop(1)
           size = Integer(value, 10) if name == "item_size_max"

@@ -58,15 +58,16 @@ module Strata
     #
     # Thread and process safety: any thread of any process may call any method; each call checks
     # a connection out of the pool for its statements and returns it. A forked child opens its
-    # own connections (the embedded pool and Active Record both start afresh after fork). SQLite takes one
-    # writer at a time across processes; a writer waits up to busy_timeout, and with the sqlite3
+    # own connections (the embedded pool and Active Record both start afresh after fork). SQLite
+    # takes one writer at a time across processes; a writer waits up to busy_timeout, and with the sqlite3
     # gem 1.x it waits holding Ruby's GVL, so keep busy_timeout short.
     #
     # Failure: any database error (refused or lost connection, lock or statement timeout, missing
     # table) raises Strata::TierError with tier :l3, Strata::RetryableError when a retry may pass
     # (a lock or statement timeout, a busy SQLite file, no free pooled connection). A value over
     # max_value_size raises Strata::ValueTooLargeError and writes nothing. A write whose expiry
-    # pass fails raises before it writes. Active Record reconnects on a later call.
+    # pass fails raises before it writes. The next call reconnects (Active Record does it for an
+    # app's connection_class; an embedded SQLite file needs no reconnecting).
     #
     # Capabilities: none (no leases, stale copies, cas or counters); invalidate deletes.
     class SQL
@@ -283,10 +284,19 @@ module Strata
         span = high - low + 1
         return @database.select(c, :expire, statements.totals).first.map(&:to_i) if span <= Statements::EXACT_SPAN
 
-        from = low + rand(span - Statements::SAMPLE_SPAN + 1)
-        entries, bytes = @database.select(c, :expire, statements.window_totals, [from, from + Statements::SAMPLE_SPAN]).first
+        # The window starts anywhere in the span and wraps around its end, so every id is as
+        # likely to be counted (the newest, densest ids included).
+        from = low + rand(span)
+        to = from + Statements::SAMPLE_SPAN
+        windows = (to <= high + 1) ? [[from, to]] : [[from, high + 1], [low, low + to - high - 1]]
+        entries = bytes = 0
+        windows.each do |window|
+          window_entries, window_bytes = @database.select(c, :expire, statements.window_totals, window).first
+          entries += window_entries.to_i
+          bytes += window_bytes.to_i
+        end
         scale = span.fdiv(Statements::SAMPLE_SPAN)
-        [(entries.to_i * scale).round, (bytes.to_i * scale).round]
+        [(entries * scale).round, (bytes * scale).round]
       end
 
       def write_due?

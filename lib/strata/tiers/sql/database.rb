@@ -11,7 +11,8 @@ module Strata
       # On SQLite the statements run on the pooled connection's own SQLite3::Database, prepared
       # once per connection: Active Record's statement path (logging, type casting, result
       # objects) cost four times the SQLite work for the tier's one-row reads and upserts.
-      # Active Record still owns the connections: pooling, fork safety, reconnects.
+      # For an app's connection_class Active Record owns the connections (pooling, fork safety,
+      # reconnects); the embedded file has a pool of its own (sqlite_pool below).
       class Database
         # Active Record errors that may pass when tried again later.
         RETRYABLE = [
@@ -34,9 +35,11 @@ module Strata
           @sqlite_pool = sqlite_pool
           @dialect = nil
           @closed = false
-          # SQLite3::Database => {sql => prepared SQLite3::Statement}; an entry goes with its
-          # connection. Only the thread holding a connection touches its statements.
-          @prepared = ObjectSpace::WeakMap.new
+          # SQLite3::Database => {sql => prepared SQLite3::Statement}, held strongly (a WeakMap
+          # would drop the statements at any GC); entries of closed connections are dropped when
+          # a new connection comes. Only the thread holding a connection touches its statements.
+          @prepared = {}.compare_by_identity
+          @prepared_lock = Mutex.new
         end
 
         # The Dialect of the class's database, read on first use: Active Record may not know the
@@ -108,7 +111,6 @@ module Strata
 
         private
 
-        # Whether statements run on SQLite's own connection (see the class comment).
         # The one place a database error is judged (see #run).
         def guarded(operation)
           raise TierError.new("#{description} is closed", tier: :l3) if @closed
@@ -124,7 +126,7 @@ module Strata
 
         # SQLite refuses to close a connection whose prepared statements are still open.
         def close_sqlite(db)
-          @prepared[db]&.each_value(&:close)
+          @prepared_lock.synchronize { @prepared.delete(db) }&.each_value(&:close)
           db.close
         rescue ::SQLite3::Exception
           nil # closing is best effort; the process drops the handle either way
@@ -136,6 +138,7 @@ module Strata
           c.is_a?(::SQLite3::Database) ? c : c.raw_connection
         end
 
+        # Whether statements run on SQLite's own connection (see the class comment).
         def native?
           dialect.is_a?(Dialect::SQLite)
         end
@@ -166,8 +169,15 @@ module Strata
         end
 
         def statement(raw, sql)
-          statements = (@prepared[raw] ||= {})
+          statements = @prepared[raw] || prepared_for(raw)
           statements[sql] ||= raw.prepare(sql)
+        end
+
+        def prepared_for(raw)
+          @prepared_lock.synchronize do
+            @prepared.delete_if { |db, _| db.closed? }
+            @prepared[raw] ||= {}
+          end
         end
 
         # Binary data binds as a blob (a binary String); everything else as it is.

@@ -13,6 +13,8 @@ module Strata
       # abstract class named after its file and a sequence number: two tiers on one file each have
       # a pool, and closing one leaves the other working.
       module Embedded
+        # Seconds a statement waits for a free connection of the pool (Active Record's default).
+        CHECKOUT_TIMEOUT = 5
         @sequence = 0
         @sequence_lock = Mutex.new
 
@@ -45,7 +47,7 @@ module Strata
         # connection_class's are (WAL, synchronous NORMAL, busy_timeout): the tier's data
         # statements run on these (see Database).
         def sqlite_pool(path, pool:, busy_timeout:)
-          ResourcePool.new(size: pool, timeout: busy_timeout) do
+          ResourcePool.new(size: pool, timeout: CHECKOUT_TIMEOUT) do
             db = ::SQLite3::Database.new(path)
             db.busy_timeout((busy_timeout * 1000).round)
             db.execute("PRAGMA journal_mode = WAL")
