@@ -131,6 +131,23 @@ class StackTest < Minitest::Test
     refute @stack.delete("key")
   end
 
+  def test_delete_multi_removes_from_every_tier_and_names_what_was_there
+    @stack.set("a", entry)
+    @bottom.set("b", entry)
+
+    assert_equal %w[a b], @stack.delete_multi(%w[a b absent]).sort
+    %w[a b].each { |key| assert_nil @stack.get(key) }
+    assert_empty @stack.delete_multi(%w[a b])
+  end
+
+  def test_delete_multi_skips_and_reports_a_failing_tier
+    @stack.set("key", entry)
+
+    with_shard_locked(@bottom, "key") { assert_equal ["key"], @stack.delete_multi(["key"]) }
+    assert_includes @errors, [Strata::RetryableError, :bottom]
+    assert_nil @top.get("key"), "the tiers that work still delete"
+  end
+
   def test_invalidate_removes_from_tiers_without_stale_copies
     @stack.set("key", entry)
     @stack.invalidate("key")

@@ -167,6 +167,22 @@ module Strata
       deleted
     end
 
+    # Remove keys from every tier, bottom-up, one call per tier (memcached: one pipeline per
+    # server). The keys that some tier held.
+    def delete_multi(keys)
+      deleted = {}
+      (@tiers.size - 1).downto(0) do |index|
+        results = begin
+          @tiers[index].delete_multi(keys)
+        rescue TierError => error
+          failed(error, index)
+          error.is_a?(PartialError) ? error.result : NO_HITS # what the tier's healthy servers did
+        end
+        results.each { |key, was_there| deleted[key] = true if was_there }
+      end
+      deleted.keys
+    end
+
     # Mark key stale in every tier, bottom-up (tiers without stale copies delete it).
     def invalidate(key)
       (@tiers.size - 1).downto(0) do |index|

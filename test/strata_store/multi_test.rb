@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require_relative "store_case"
+require "securerandom"
 
 class StrataStoreMultiTest < Strata::StoreCase
   def test_write_multi_then_read_multi
@@ -60,6 +61,19 @@ class StrataStoreMultiTest < Strata::StoreCase
     store.fetch_multi("nothing", skip_nil: true) { nil }
 
     refute store.exist?("nothing")
+  end
+
+  def test_delete_multi_removes_from_every_tier_in_one_call_each
+    cache = build_store(namespace: "dm-#{SecureRandom.hex(4)}", memcached: {servers: Strata::TestSupport.memcached_servers},
+      sql: {path: File.join(@tmpdir, "l3.sqlite3")})
+    names = Array.new(50) { |i| "dm-#{i}" }
+    cache.write_multi(names.to_h { |name| [name, name] })
+    keys = names.map { |name| tier_key(cache, name) }
+    %i[l1 l2 l3].each { |tier| assert_equal 50, cache.stack[tier].get_multi(keys).size, "#{tier} holds them" }
+
+    assert_equal 50, cache.delete_multi(names + %w[absent-1 absent-2])
+    %i[l1 l2 l3].each { |tier| assert_empty cache.stack[tier].get_multi(keys), "#{tier} holds none" }
+    assert_equal({}, cache.read_multi(*names))
   end
 
   def test_delete_multi_counts_what_it_removed

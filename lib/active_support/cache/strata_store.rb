@@ -227,6 +227,11 @@ module ActiveSupport
         @stack.delete(key)
       end
 
+      # keys are normalized already. Each tier deletes them all in one call, bottom-up.
+      def delete_multi_entries(keys, **)
+        @stack.delete_multi(keys).size
+      end
+
       def read_multi_entries(names, event: nil, **options)
         keys_to_names = names.index_by { |name| normalize_key(name, options) }
         found = @stack.get_multi(keys_to_names.keys, event)
