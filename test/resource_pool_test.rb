@@ -27,10 +27,13 @@ class ResourcePoolTest < Minitest::Test
   end
 
   def test_an_interrupt_in_the_block_gives_the_resource_back
-    assert_raises(Timeout::Error) { Timeout.timeout(0.01) { @pool.with { sleep 1 } } }
-    thread = Thread.new { @pool.with { sleep 1 } }
+    never = Queue.new # popped by nobody: a block that waits until it is interrupted
+    assert_raises(Timeout::Error) { Timeout.timeout(0.01) { @pool.with { never.pop } } }
+    thread = Thread.new { @pool.with { never.pop } }
     thread.report_on_exception = false
-    Thread.pass until thread.status == "sleep" # bound: the thread reaches its sleep at once
+    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 5
+    Thread.pass until thread.status == "sleep" || Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
+    assert_equal "sleep", thread.status, "the thread waits inside the pool"
     thread.raise(RuntimeError, "stop")
     assert_raises(RuntimeError) { thread.join }
 

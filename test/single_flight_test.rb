@@ -104,13 +104,7 @@ class SingleFlightTest < Minitest::Test
     winner_stack = winner.owner
     assert_nil winner_stack.get(@key, nil, winner)
 
-    waiting = Thread.new do
-      loser = @stack.fill_for(@key)
-      [@stack.get(@key, nil, loser), loser]
-    ensure
-      @stack.finish(loser) if loser
-    end
-    wait_for_polling(waiting)
+    waiting = polling_reader(@stack)
     assert winner_stack.set(@key, entry("winner's"), ttl: 60, fill: winner)
     winner_stack.finish(winner)
 
@@ -138,13 +132,7 @@ class SingleFlightTest < Minitest::Test
     assert_nil host.get(@key, nil, holder)
     assert holder.host_lock
 
-    waiting = Thread.new do
-      fill = host.fill_for(@key)
-      [host.get(@key, nil, fill), fill]
-    ensure
-      host.finish(fill) if fill
-    end
-    wait_for_polling(waiting)
+    waiting = polling_reader(host)
     assert host.set(@key, entry("holder's"), ttl: 60, fill: holder)
     host.finish(holder)
 
@@ -220,6 +208,19 @@ class SingleFlightTest < Minitest::Test
   end
 
   private
+
+  # A reader of @key through stack, in a thread of its own, parked in its poll. The thread's value
+  # is [what the read returned, its Fill], the fill finished.
+  def polling_reader(stack)
+    thread = Thread.new do
+      fill = stack.fill_for(@key)
+      [stack.get(@key, nil, fill), fill]
+    ensure
+      stack.finish(fill) if fill
+    end
+    wait_for_polling(thread)
+    thread
+  end
 
   # Until thread is asleep in a poll: it has read, missed and is waiting.
   def wait_for_polling(thread)

@@ -99,8 +99,7 @@ module Strata
         hits = begin
           tier.get_multi(missing)
         rescue TierError => error
-          failed(error, index, info)
-          error.is_a?(PartialError) ? error.result : NO_HITS # what the tier's healthy servers found
+          partial_result(error, index, info)
         end
         next if hits.empty?
 
@@ -175,8 +174,7 @@ module Strata
         results = begin
           @tiers[index].delete_multi(keys)
         rescue TierError => error
-          failed(error, index)
-          error.is_a?(PartialError) ? error.result : NO_HITS # what the tier's healthy servers did
+          partial_result(error, index)
         end
         results.each { |key, was_there| deleted[key] = true if was_there }
       end
@@ -327,6 +325,13 @@ module Strata
     end
 
     # The block's value, or fallback when the tier raised (reported).
+    # A multi-key call on tier index failed: reports it and returns what the tier's healthy
+    # servers did (PartialError), else nothing.
+    def partial_result(error, index, info = nil)
+      failed(error, index, info)
+      error.is_a?(PartialError) ? error.result : NO_HITS
+    end
+
     def safely(index, info = nil, fallback = nil)
       yield
     rescue TierError => error

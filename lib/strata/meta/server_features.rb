@@ -20,11 +20,6 @@ module Strata
     # The probe key is unique per probe and lives at most one second.
     # Debian's memcached 1.6.18 answers: meta, leases and stale, no E, 1 MiB items.
     ServerFeatures = Struct.new(:version, :meta, :leases, :stale, :explicit_cas, :item_size_max) do
-      # Features of a server that answered nothing usable: nothing is assumed.
-      def self.unknown
-        new(nil, false, false, false, false, nil)
-      end
-
       # Runs the probe on conn (inside Connection#request) for probe_key.
       def self.probe(conn, probe_key)
         conn.write("version\r\nmn\r\nmg #{probe_key} N1 T1 c\r\nmd #{probe_key} I T1\r\nmg #{probe_key} E1\r\n" \

@@ -13,6 +13,9 @@ module Strata
       # abstract class named after its file and a sequence number: two tiers on one file each have
       # a pool, and closing one leaves the other working.
       module Embedded
+        # Active Record's defaults since 7.1, named here because the tier's durability and
+        # concurrency rest on them; both of the tier's pools set them.
+        PRAGMAS = {journal_mode: :wal, synchronous: :normal}.freeze
         # Seconds a statement waits for a free connection of the pool (Active Record's default).
         CHECKOUT_TIMEOUT = 5
         @sequence = 0
@@ -36,9 +39,7 @@ module Strata
             database: path,
             pool: pool,
             timeout: (busy_timeout * 1000).round, # milliseconds
-            # Active Record's defaults since 7.1 (7.1 ignores this key); named here because the
-            # tier's durability and concurrency rest on them.
-            pragmas: {journal_mode: :wal, synchronous: :normal}
+            pragmas: PRAGMAS # 7.1 ignores this key; its defaults are the same
           )
           record
         end
@@ -50,8 +51,7 @@ module Strata
           ResourcePool.new(size: pool, timeout: CHECKOUT_TIMEOUT) do
             db = ::SQLite3::Database.new(path)
             db.busy_timeout((busy_timeout * 1000).round)
-            db.execute("PRAGMA journal_mode = WAL")
-            db.execute("PRAGMA synchronous = NORMAL")
+            PRAGMAS.each { |name, value| db.execute("PRAGMA #{name} = #{value}") }
             db
           end
         end
