@@ -5,6 +5,8 @@
  * Methods are defined on Strata::Tiers::SharedMemory; lib/strata/tiers/shared_memory.rb adds
  * option validation and docs. get/set are one C call from Ruby.
  *
+ * Init_strata_ext also defines Strata::Meta::Wire, the memcached client's socket stream (wire.h).
+ *
  * GVL: reads and uncontended writes run with the GVL held (no lock is ever waited for). A write
  * whose shard lock is busy copies key and value to private memory (no lock held yet) and waits
  * for the lock and writes without the GVL, so another process's writer never waits for this
@@ -12,6 +14,7 @@
  */
 #include "table.h"
 #include "value_memo.h"
+#include "wire.h"
 
 /* Ruby's headers are not -Wextra clean; relax warnings for them only. */
 #pragma GCC diagnostic push
@@ -737,4 +740,6 @@ void Init_strata_ext(void)
     rb_define_method(c, "_shard_for", shm_shard_for, 1);
     rb_define_method(c, "_hold_shard_lock", shm_hold_shard_lock, 1);
     rb_define_method(c, "_release_shard_lock", shm_release_shard_lock, 1);
+
+    strata_init_wire();
 }

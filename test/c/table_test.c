@@ -21,45 +21,10 @@
 
 #include "../../ext/strata/hash.h"
 #include "../../ext/strata/table.h"
+#include "harness.h"
 
-/* ------------------------------------------------------------------------------------------ */
-/* A tiny harness                                                                             */
-/* ------------------------------------------------------------------------------------------ */
-
-static int passed, failed, current_failed;
 static char dir[64];
 static int quick;
-
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "  FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);                      \
-            current_failed = 1;                                                                    \
-        }                                                                                          \
-    } while (0)
-
-#define REQUIRE(cond)                                                                              \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "  FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);                      \
-            current_failed = 1;                                                                    \
-            return;                                                                                \
-        }                                                                                          \
-    } while (0)
-
-static void run(const char *name, void (*fn)(void))
-{
-    current_failed = 0;
-    fn();
-    if (current_failed) {
-        failed++;
-        printf("not ok  %s\n", name);
-    } else {
-        passed++;
-        printf("ok      %s\n", name);
-    }
-    fflush(stdout);
-}
 
 static char *path_of(const char *name)
 {

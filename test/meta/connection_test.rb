@@ -174,6 +174,37 @@ class MetaConnectionTest < Minitest::Test
     refute_kind_of Strata::RetryableError, error
   end
 
+  # A listener that answers each connection's first request with junk, then closes it.
+  def junk_server(*replies)
+    server = TCPServer.new("127.0.0.1", 0)
+    @listeners << server
+    thread = Thread.new do
+      replies.each do |reply|
+        client = server.accept
+        client.readpartial(1024)
+        client.write(reply)
+        client.close
+      end
+    end
+    [Connection.new("127.0.0.1", server.addr[1], timeout: 2.0), thread]
+  end
+
+  def test_a_stream_that_is_not_memcached_raises_tier_error
+    conn, thread = junk_server("x" * 70_000, "VA 3\r\nabcXY")
+    error = assert_raises(Strata::TierError) { noop(conn) }
+    assert_match(/line longer than/, error.message)
+    error = assert_raises(Strata::TierError) do
+      conn.request do |c|
+        c.write("mg k v\r\n")
+        c.read_bytes(Integer(c.read_line.split(" ")[1]))
+      end
+    end
+    assert_match(/not followed by/, error.message)
+    refute_kind_of Strata::RetryableError, error
+    refute conn.connected?
+    assert thread.join(DEADLINE)
+  end
+
   def test_close_is_idempotent
     noop(@conn)
     @conn.close
@@ -183,15 +214,15 @@ class MetaConnectionTest < Minitest::Test
   end
 
   def test_io_outside_request_is_refused
-    @conn.write("mn\r\n")
-    assert_raises(Strata::Error) { @conn.read_line }
-  ensure
-    @conn.close
+    wire = @conn.request { |c| c }
+    assert_raises(Strata::Error) { wire.write("mn\r\n") }
+    assert_raises(Strata::Error) { wire.read_line }
+    assert_equal "MN", noop(@conn)
   end
 
   # 20,000 hits of 1 KiB with 240-byte keys: about 5 MiB of requests and 20 MiB of replies, more than
   # the loopback buffers hold. A client that wrote the whole batch before reading stalls here (checked
-  # by disabling the drain in Connection#write): the server stops reading while its replies go unread.
+  # by disabling the drain in Wire#write): the server stops reading while its replies go unread.
   def test_big_pipelined_batch_completes_under_one_deadline
     value = "v" * 1024
     keys = Array.new(8) { |i| key("batch#{i}-").ljust(240, "k") }

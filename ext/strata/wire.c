@@ -1,0 +1,306 @@
+/* wire.c - Strata::Meta::Wire; see wire.h for its state and invariants. */
+#include "wire.h"
+#include "byte_buffer.h"
+
+/* Ruby's headers are not -Wextra clean; relax warnings for them only. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#pragma GCC diagnostic ignored "-Wsign-compare"
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+#include <ruby.h>
+#include <ruby/io.h>
+#pragma GCC diagnostic pop
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <sys/socket.h>
+#include <time.h>
+
+enum {
+    /* Room asked of the read buffer before each recv. */
+    READ_CHUNK = 64 * 1024,
+    /* Strings are gathered in `out` up to this many bytes; a longer one is sent as it is. */
+    WRITE_BUFFER = 64 * 1024,
+    /* A reply line longer than this means the stream is not memcached's. */
+    MAX_LINE = 64 * 1024,
+    /* Buffers grown past this (a big value) are given back to it between requests. */
+    KEEP = 256 * 1024,
+};
+
+typedef struct wire {
+    VALUE io;
+    int fd;
+    double deadline;
+    strata_bytes in, out;
+} wire;
+
+static void wire_mark(void *p)
+{
+    rb_gc_mark(((wire *)p)->io);
+}
+
+static void wire_free(void *p)
+{
+    wire *w = p;
+    strata_bytes_free(&w->in);
+    strata_bytes_free(&w->out);
+    xfree(w);
+}
+
+static size_t wire_memsize(const void *p)
+{
+    const wire *w = p;
+    return sizeof(*w) + w->in.cap + w->out.cap;
+}
+
+static const rb_data_type_t wire_type = {
+    .wrap_struct_name = "Strata::Meta::Wire",
+    .function = {.dmark = wire_mark, .dfree = wire_free, .dsize = wire_memsize},
+    .flags = RUBY_TYPED_FREE_IMMEDIATELY,
+};
+
+static VALUE wire_alloc(VALUE klass)
+{
+    wire *w;
+    VALUE self = TypedData_Make_Struct(klass, wire, &wire_type, w);
+    w->io = Qnil;
+    w->fd = -1;
+    return self;
+}
+
+static wire *wire_get(VALUE self)
+{
+    wire *w;
+    TypedData_Get_Struct(self, wire, &wire_type, w);
+    return w;
+}
+
+/* Raises Strata::Meta::Wire::<name> (defined in wire.rb). Looked up only when raising. */
+NORETURN(static void wire_raise(const char *name, const char *fmt, ...));
+static void wire_raise(const char *name, const char *fmt, ...)
+{
+    char path[64], message[160];
+    va_list args;
+    va_start(args, fmt);
+    vsnprintf(message, sizeof message, fmt, args);
+    va_end(args);
+    snprintf(path, sizeof path, "Strata::Meta::Wire::%s", name);
+    rb_raise(rb_path2class(path), "%s", message);
+}
+
+static double monotonic_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* The wire of self, attached and inside a request. */
+static wire *wire_active(VALUE self)
+{
+    wire *w = wire_get(self);
+    if (NIL_P(w->io) || w->deadline == 0) wire_raise("Idle", "I/O outside a request");
+    return w;
+}
+
+/* Waits until one of events is ready or the deadline passes (Wire::TimedOut). Returns the events
+ * ready, or all of events when Ruby does not say which. */
+static int wire_wait(wire *w, int events)
+{
+    if (NIL_P(w->io)) wire_raise("Idle", "I/O on a detached wire");
+    double left = w->deadline - monotonic_now();
+    if (left <= 0) wire_raise("TimedOut", "timed out");
+    VALUE ready = rb_io_wait(w->io, INT2FIX(events), DBL2NUM(left));
+    if (!RTEST(ready)) wire_raise("TimedOut", "timed out");
+    return FIXNUM_P(ready) ? FIX2INT(ready) : events;
+}
+
+/* Receives whatever is ready into `in`, without waiting: 1 when bytes came, 0 when none were
+ * ready. EOF is Wire::Closed. */
+static int wire_recv_ready(wire *w)
+{
+    if (strata_bytes_reserve(&w->in, READ_CHUNK) != 0) rb_memerror();
+    for (;;) {
+        ssize_t n = recv(w->fd, w->in.data + w->in.end, w->in.cap - w->in.end, MSG_DONTWAIT);
+        if (n > 0) {
+            w->in.end += (size_t)n;
+            return 1;
+        }
+        if (n == 0) wire_raise("Closed", "closed the connection");
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+        rb_syserr_fail(errno, "recv");
+    }
+}
+
+/* Appends at least one byte to `in`, waiting up to the deadline. It waits before reading: a
+ * reply is rarely there the instant its request left, so reading first would cost a failed
+ * recv on almost every request. */
+static void wire_fill(wire *w)
+{
+    do {
+        wire_wait(w, RUBY_IO_READABLE);
+    } while (!wire_recv_ready(w));
+}
+
+/* Sends the first n bytes of str, or of `out` when str is Qnil. */
+static void wire_send(wire *w, VALUE str, size_t n)
+{
+    size_t done = 0;
+    while (done < n) {
+        const char *p = NIL_P(str) ? strata_bytes_head(&w->out) : RSTRING_PTR(str);
+        ssize_t k = send(w->fd, p + done, n - done, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (k >= 0) {
+            done += (size_t)k;
+            continue;
+        }
+        if (errno == EINTR) continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK) rb_syserr_fail(errno, "send");
+        /* Not writable: the server may be waiting for its replies to be read. */
+        if (wire_wait(w, RUBY_IO_READABLE | RUBY_IO_WRITABLE) & RUBY_IO_READABLE) wire_recv_ready(w);
+    }
+    RB_GC_GUARD(str);
+}
+
+static void wire_flush_out(wire *w)
+{
+    size_t n = strata_bytes_held(&w->out);
+    if (n == 0) return;
+    wire_send(w, Qnil, n);
+    strata_bytes_consume(&w->out, n);
+}
+
+/* attach(io): the stream of a connected socket from now on; buffers start empty. */
+static VALUE wire_attach(VALUE self, VALUE io)
+{
+    wire *w = wire_get(self);
+    int fd = rb_io_descriptor(io);
+    strata_bytes_clear(&w->in, KEEP);
+    strata_bytes_clear(&w->out, KEEP);
+    w->io = io;
+    w->fd = fd;
+    w->deadline = 0;
+    return self;
+}
+
+/* detach: forgets the socket and every buffered byte. Does not close the socket. */
+static VALUE wire_detach(VALUE self)
+{
+    wire *w = wire_get(self);
+    w->io = Qnil;
+    w->fd = -1;
+    w->deadline = 0;
+    strata_bytes_clear(&w->in, KEEP);
+    strata_bytes_clear(&w->out, KEEP);
+    return Qnil;
+}
+
+/* start(timeout): a request begins; its I/O must end within timeout seconds. */
+static VALUE wire_start(VALUE self, VALUE timeout)
+{
+    wire *w = wire_get(self);
+    if (NIL_P(w->io)) wire_raise("Idle", "start on a detached wire");
+    double seconds = NUM2DBL(timeout);
+    if (!(seconds > 0)) rb_raise(rb_eArgError, "timeout must be positive, got %f", seconds);
+    if (strata_bytes_held(&w->in) == 0 && w->in.cap > KEEP) strata_bytes_clear(&w->in, KEEP);
+    if (strata_bytes_held(&w->out) == 0 && w->out.cap > KEEP) strata_bytes_clear(&w->out, KEEP);
+    w->deadline = monotonic_now() + seconds;
+    return self;
+}
+
+/* stop: the request is over; I/O raises Wire::Idle until the next start. */
+static VALUE wire_stop(VALUE self)
+{
+    wire_get(self)->deadline = 0;
+    return Qnil;
+}
+
+/* write(*strings): queues strings in order. Strings gather in `out` while it stays within
+ * WRITE_BUFFER bytes, so a command and a value of up to 64 KiB leave in one send; a longer
+ * string is sent as it is, uncopied (a frozen view keeps its bytes if the caller changes it). */
+static VALUE wire_write(int argc, VALUE *argv, VALUE self)
+{
+    wire *w = wire_active(self);
+    for (int i = 0; i < argc; i++) {
+        VALUE str = argv[i];
+        StringValue(str);
+        size_t n = (size_t)RSTRING_LEN(str);
+        if (strata_bytes_held(&w->out) + n > WRITE_BUFFER) wire_flush_out(w);
+        if (n <= WRITE_BUFFER) {
+            if (strata_bytes_append(&w->out, RSTRING_PTR(str), n) != 0) rb_memerror();
+        } else {
+            wire_send(w, rb_str_new_frozen(str), n);
+        }
+    }
+    return Qnil;
+}
+
+/* flush: sends what write gathered. read_line and read_bytes flush first. */
+static VALUE wire_flush(VALUE self)
+{
+    wire_flush_out(wire_active(self));
+    return Qnil;
+}
+
+/* read_line: the next reply line without its "\r\n", as a binary string. */
+static VALUE wire_read_line(VALUE self)
+{
+    wire *w = wire_active(self);
+    wire_flush_out(w);
+    size_t from = 0;
+    ssize_t crlf;
+    while ((crlf = strata_bytes_find_crlf(&w->in, from)) < 0) {
+        size_t held = strata_bytes_held(&w->in);
+        if (held > MAX_LINE) wire_raise("Malformed", "sent a line longer than %d bytes", MAX_LINE);
+        from = held > 0 ? held - 1 : 0; /* a "\r" may end what is held */
+        wire_fill(w);
+    }
+    VALUE line = rb_str_new(strata_bytes_head(&w->in), crlf);
+    strata_bytes_consume(&w->in, (size_t)crlf + 2);
+    return line;
+}
+
+/* read_bytes(n): exactly n bytes of data and the "\r\n" after them (a VA reply's data block);
+ * the data as a binary string. */
+static VALUE wire_read_bytes(VALUE self, VALUE size)
+{
+    wire *w = wire_active(self);
+    long n = NUM2LONG(size);
+    if (n < 0) rb_raise(rb_eArgError, "negative data block size %ld", n);
+    wire_flush_out(w);
+    size_t need = (size_t)n + 2;
+    size_t held = strata_bytes_held(&w->in);
+    if (held < need && strata_bytes_reserve(&w->in, need - held) != 0) rb_memerror();
+    while (strata_bytes_held(&w->in) < need) wire_fill(w);
+    const char *head = strata_bytes_head(&w->in);
+    if (head[n] != '\r' || head[n + 1] != '\n') {
+        wire_raise("Malformed", "data block of %ld bytes is not followed by \\r\\n", n);
+    }
+    VALUE data = rb_str_new(head, n);
+    strata_bytes_consume(&w->in, need);
+    return data;
+}
+
+/* unread?: true when reply bytes are buffered that nobody read. */
+static VALUE wire_unread_p(VALUE self)
+{
+    return strata_bytes_held(&wire_get(self)->in) > 0 ? Qtrue : Qfalse;
+}
+
+void strata_init_wire(void)
+{
+    VALUE mStrata = rb_define_module("Strata");
+    VALUE mMeta = rb_define_module_under(mStrata, "Meta");
+    VALUE c = rb_define_class_under(mMeta, "Wire", rb_cObject);
+    rb_define_alloc_func(c, wire_alloc);
+    rb_define_method(c, "attach", wire_attach, 1);
+    rb_define_method(c, "detach", wire_detach, 0);
+    rb_define_method(c, "start", wire_start, 1);
+    rb_define_method(c, "stop", wire_stop, 0);
+    rb_define_method(c, "write", wire_write, -1);
+    rb_define_method(c, "flush", wire_flush, 0);
+    rb_define_method(c, "read_line", wire_read_line, 0);
+    rb_define_method(c, "read_bytes", wire_read_bytes, 1);
+    rb_define_method(c, "unread?", wire_unread_p, 0);
+}

@@ -1,0 +1,40 @@
+/*
+ * wire.h - Strata::Meta::Wire: the byte stream of one memcached connection, moved under one
+ * deadline per request. wire.c implements it; lib/strata/meta/wire.rb defines its errors and
+ * documents the Ruby API; lib/strata/meta/connection.rb owns the socket (connect, fork,
+ * interrupted requests) and turns Wire's errors into the client's.
+ *
+ * Why C: the Ruby version of these loops (deadline arithmetic, buffer offsets, write_nonblock and
+ * read_nonblock results) cost more CPU per get than the three syscalls it made.
+ *
+ * STATE
+ *   io, fd     the connected socket (an IO, marked so it stays alive) and its descriptor;
+ *              Qnil and -1 while detached.
+ *   deadline   CLOCK_MONOTONIC seconds at which the current request gives up; 0 between requests.
+ *   in         replies received and not yet parsed (byte_buffer.h).
+ *   out        requests gathered and not yet sent.
+ *
+ * INVARIANTS
+ *   I/O happens only while attached and inside a request (deadline != 0); otherwise Wire::Idle.
+ *   Bytes leave in the order they were written: a string too big for `out` is sent only after
+ *   `out` is flushed. Every read flushes `out` first, so a reply is never awaited for a request
+ *   that was not sent.
+ *   No call blocks past the deadline: every wait is rb_io_wait with the time left, which also
+ *   releases the GVL, serves the fiber scheduler and lets Thread#raise and Timeout in.
+ *   While the socket is not writable, readable replies are drained into `in`, so a pipelined
+ *   batch bigger than the socket buffers cannot deadlock against a server that stops reading
+ *   while its replies go unread.
+ *   An exception (timeout, EOF, a malformed reply, an interrupt) may leave the buffers mid-way:
+ *   the owner must detach (close) before the next request. Connection does.
+ *   Pointers into the buffers or into a string being sent are re-read after every wait, since
+ *   the GVL was given up meanwhile.
+ *   recv and send use MSG_DONTWAIT (and MSG_NOSIGNAL), whatever the IO's blocking mode.
+ *   No lock is held anywhere here.
+ */
+#ifndef STRATA_WIRE_H
+#define STRATA_WIRE_H
+
+/* Defines Strata::Meta::Wire. Called from Init_strata_ext. */
+void strata_init_wire(void);
+
+#endif
