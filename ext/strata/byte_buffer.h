@@ -32,10 +32,11 @@ static inline size_t strata_bytes_held(const strata_bytes *b) { return b->end - 
 /* The first held byte. Valid while strata_bytes_held(b) > 0. */
 static inline char *strata_bytes_head(const strata_bytes *b) { return b->data + b->start; }
 
-/* Drops the first n held bytes (n <= held). Emptied, the buffer restarts at offset 0. */
+/* Drops the first n held bytes (all of them when n > held). Emptied, the buffer restarts at
+ * offset 0. */
 static inline void strata_bytes_consume(strata_bytes *b, size_t n)
 {
-    b->start += n;
+    b->start += n < strata_bytes_held(b) ? n : strata_bytes_held(b);
     if (b->start == b->end) b->start = b->end = 0;
 }
 

@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -26,7 +27,13 @@ enum {
     MAX_LINE = 64 * 1024,
     /* Buffers grown past this (a big value) are given back to it between requests. */
     KEEP = 256 * 1024,
+    /* Most a data block is reserved for before its bytes arrive; past it the buffer grows as
+     * they come, so a lying length costs no more than what was actually sent. */
+    RESERVE_AHEAD = 1024 * 1024,
 };
+
+/* memcached's largest item (its -I limit tops out at 1 GiB): a longer data block is not memcached's. */
+#define MAX_DATA_BLOCK (1024L * 1024 * 1024)
 
 typedef struct wire {
     VALUE io;
@@ -104,6 +111,13 @@ static wire *wire_active(VALUE self)
     return w;
 }
 
+/* Makes room for `room` more bytes in b; a buffer that can't grow is a failed stream (the
+ * connection is dropped), not a NoMemoryError in the app's request. */
+static void wire_reserve(strata_bytes *b, size_t room)
+{
+    if (strata_bytes_reserve(b, room) != 0) wire_raise("StreamError", "could not buffer %zu more bytes", room);
+}
+
 /* Waits until one of events is ready or the deadline passes (Wire::TimedOut). Returns the events
  * ready, or all of events when Ruby does not say which. */
 static int wire_wait(wire *w, int events)
@@ -120,7 +134,7 @@ static int wire_wait(wire *w, int events)
  * ready. EOF is Wire::Closed. */
 static int wire_recv_ready(wire *w)
 {
-    if (strata_bytes_reserve(&w->in, READ_CHUNK) != 0) rb_memerror();
+    wire_reserve(&w->in, READ_CHUNK);
     for (;;) {
         ssize_t n = recv(w->fd, w->in.data + w->in.end, w->in.cap - w->in.end, MSG_DONTWAIT);
         if (n > 0) {
@@ -150,6 +164,8 @@ static void wire_send(wire *w, VALUE str, size_t n)
     size_t done = 0;
     while (done < n) {
         const char *p = NIL_P(str) ? strata_bytes_head(&w->out) : RSTRING_PTR(str);
+        /* Two callers on one wire (a misuse) could have consumed `out` meanwhile. */
+        if (NIL_P(str) && strata_bytes_held(&w->out) < n) wire_raise("Idle", "wire used by two callers at once");
         ssize_t k = send(w->fd, p + done, n - done, MSG_DONTWAIT | MSG_NOSIGNAL);
         if (k >= 0) {
             done += (size_t)k;
@@ -218,19 +234,25 @@ static VALUE wire_stop(VALUE self)
 
 /* write(*strings): queues strings in order. Strings gather in `out` while it stays within
  * WRITE_BUFFER bytes, so a command and a value of up to 64 KiB leave in one send; a longer
- * string is sent as it is, uncopied (a frozen view keeps its bytes if the caller changes it). */
+ * string is sent as it is, uncopied (a frozen view keeps its bytes if the caller changes it).
+ * A flush may wait, and another thread may change the string meanwhile, so its length is read
+ * again after any flush. */
 static VALUE wire_write(int argc, VALUE *argv, VALUE self)
 {
     wire *w = wire_active(self);
     for (int i = 0; i < argc; i++) {
         VALUE str = argv[i];
         StringValue(str);
+        if (strata_bytes_held(&w->out) + (size_t)RSTRING_LEN(str) > WRITE_BUFFER) wire_flush_out(w);
         size_t n = (size_t)RSTRING_LEN(str);
-        if (strata_bytes_held(&w->out) + n > WRITE_BUFFER) wire_flush_out(w);
-        if (n <= WRITE_BUFFER) {
-            if (strata_bytes_append(&w->out, RSTRING_PTR(str), n) != 0) rb_memerror();
+        if (strata_bytes_held(&w->out) + n <= WRITE_BUFFER) {
+            wire_reserve(&w->out, n);
+            memcpy(w->out.data + w->out.end, RSTRING_PTR(str), n);
+            w->out.end += n;
         } else {
-            wire_send(w, rb_str_new_frozen(str), n);
+            wire_flush_out(w);
+            VALUE frozen = rb_str_new_frozen(str);
+            wire_send(w, frozen, (size_t)RSTRING_LEN(frozen));
         }
     }
     return Qnil;
@@ -268,10 +290,11 @@ static VALUE wire_read_bytes(VALUE self, VALUE size)
     wire *w = wire_active(self);
     long n = NUM2LONG(size);
     if (n < 0) rb_raise(rb_eArgError, "negative data block size %ld", n);
+    if (n > MAX_DATA_BLOCK) wire_raise("Malformed", "announced a data block of %ld bytes", n);
     wire_flush_out(w);
     size_t need = (size_t)n + 2;
     size_t held = strata_bytes_held(&w->in);
-    if (held < need && strata_bytes_reserve(&w->in, need - held) != 0) rb_memerror();
+    if (held < need) wire_reserve(&w->in, need - held < RESERVE_AHEAD ? need - held : RESERVE_AHEAD);
     while (strata_bytes_held(&w->in) < need) wire_fill(w);
     const char *head = strata_bytes_head(&w->in);
     if (head[n] != '\r' || head[n + 1] != '\n') {

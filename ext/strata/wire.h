@@ -28,6 +28,14 @@
  *   the owner must detach (close) before the next request. Connection does.
  *   Pointers into the buffers or into a string being sent are re-read after every wait, since
  *   the GVL was given up meanwhile.
+ *   Memory follows the bytes that arrive: a data block is reserved for up to 1 MiB ahead, longer
+ *   ones grow as they come, and one announced past memcached's 1 GiB item limit is refused
+ *   (Wire::Malformed). A buffer that can't grow fails the stream, never NoMemoryError.
+ *   A string being written is measured again after any flush (which may wait), and one too big
+ *   for `out` is sent from a frozen view, so a caller's thread changing it can't make us read
+ *   past its end.
+ *   Misuse by two callers at once garbles the stream but never memory: consume is clamped, and
+ *   a send checks that `out` still holds what it is sending.
  *   recv and send use MSG_DONTWAIT (and MSG_NOSIGNAL), whatever the IO's blocking mode.
  *   No lock is held anywhere here.
  */

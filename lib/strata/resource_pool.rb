@@ -18,6 +18,8 @@ module Strata
   class ResourcePool
     HOLD_INTERRUPTS = {Exception => :never}.freeze
     LET_INTERRUPTS = {Exception => :immediate}.freeze
+    # TimedStack#pop and #push default their options to a new Hash on every call.
+    NO_OPTIONS = {}.freeze
 
     # size: connections at most; timeout: seconds to wait for a free one before
     # ConnectionPool::TimeoutError; create: makes a connection.
@@ -38,15 +40,15 @@ module Strata
       stack = current_stack
       Thread.handle_interrupt(HOLD_INTERRUPTS) do
         conn = begin
-          stack.pop(@timeout)
+          stack.pop(@timeout, NO_OPTIONS)
         rescue ConnectionPool::PoolShuttingDownError
           stack = current_stack # #shutdown ran meanwhile: the next pool serves
-          stack.pop(@timeout)
+          stack.pop(@timeout, NO_OPTIONS)
         end
         begin
           Thread.handle_interrupt(LET_INTERRUPTS) { yield conn }
         ensure
-          stack.push(conn)
+          stack.push(conn, NO_OPTIONS)
         end
       end
     end

@@ -32,6 +32,9 @@ static void test_append_consume(void)
     CHECK(strata_bytes_held(&b) == 0);
     CHECK(b.start == 0 && b.end == 0); /* emptied: restarts at the front */
     CHECK(strata_bytes_append(&b, "", 0) == 0);
+    REQUIRE(append_str(&b, "MN\r\n") == 0);
+    strata_bytes_consume(&b, 100); /* more than held: drops what there is, never past end */
+    CHECK(strata_bytes_held(&b) == 0 && b.start == 0 && b.end == 0);
     strata_bytes_free(&b);
     CHECK(b.data == NULL && b.cap == 0);
 }

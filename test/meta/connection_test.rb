@@ -3,6 +3,7 @@
 require "test_helper"
 require "timeout"
 require "strata/meta/connection"
+require "strata/meta/client"
 require "support/child_processes"
 
 # Strata::Meta::Connection against the memcached servers bin/test starts, and against local
@@ -190,7 +191,7 @@ class MetaConnectionTest < Minitest::Test
   end
 
   def test_a_stream_that_is_not_memcached_raises_tier_error
-    conn, thread = junk_server("x" * 70_000, "VA 3\r\nabcXY")
+    conn, thread = junk_server("x" * 70_000, "VA 3\r\nabcXY", "VA 9999999999\r\n")
     error = assert_raises(Strata::TierError) { noop(conn) }
     assert_match(/line longer than/, error.message)
     error = assert_raises(Strata::TierError) do
@@ -201,8 +202,23 @@ class MetaConnectionTest < Minitest::Test
     end
     assert_match(/not followed by/, error.message)
     refute_kind_of Strata::RetryableError, error
+    error = assert_raises(Strata::TierError) do # refused before any memory is set aside for it
+      conn.request do |c|
+        c.write("mg k v\r\n")
+        c.read_bytes(Integer(c.read_line.split(" ")[1]))
+      end
+    end
+    assert_match(/announced a data block of 9999999999 bytes/, error.message)
     refute conn.connected?
     assert thread.join(DEADLINE)
+  end
+
+  def test_timeouts_must_be_finite_seconds
+    [0, -1, Float::INFINITY, nil, "1"].each do |bad|
+      error = assert_raises(ArgumentError) { Connection.new("127.0.0.1", 1, timeout: bad) }
+      assert_includes error.message, "timeout"
+      assert_raises(ArgumentError) { Strata::Meta::Client.new(servers: ["127.0.0.1:1"], connect_timeout: bad) }
+    end
   end
 
   def test_close_is_idempotent

@@ -208,4 +208,18 @@ class MetaResponseTest < Minitest::Test
     assert_raises(Strata::Meta::ProtocolError) { Response.counter_value("12a".b) }
     assert_raises(Strata::Meta::ProtocolError) { Response.counter_value("".b) }
   end
+
+  # The fast paths agree with #parse on the lines they accept and decline everything else.
+  def test_fast_paths_match_parse
+    {"VA 30" => 30, "VA 0" => 0, "VA 30 c5" => nil, "EN" => nil, "VA" => nil}.each do |line, length|
+      assert_equal length, Response.plain_value_length(line.b), line
+    end
+    assert_equal [30, 17], Response.value_with_opaque("VA 30 O17".b)
+    assert_equal [1_234_567, 0], Response.value_with_opaque("VA 1234567 O0".b)
+    parsed = Response.parse("VA 30 O17".b)
+    assert_equal [parsed.value_length, parsed.opaque.to_i], Response.value_with_opaque("VA 30 O17".b)
+    ["VA 30 O17 X", "VA 30 O17 W", "VA 30 Oab", "VA 30", "VA O17", "HD O17", "VA 30 c1 O17"].each do |line|
+      assert_nil Response.value_with_opaque(line.b), line
+    end
+  end
 end

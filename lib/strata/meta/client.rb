@@ -89,6 +89,7 @@ module Strata
         @gutter_ttl = own.fetch(:gutter_ttl)
         @ring = Ring.new(servers, **options.slice(*Ring::DEFAULTS.keys).merge(retry_after: @retry_after))
         connection_options = {connect_timeout: own.fetch(:connect_timeout), timeout: own.fetch(:timeout)}
+        Connection.check_options(connection_options)
         @pools = @ring.servers.to_h do |server|
           host, port = server.split(":")
           [server, ResourcePool.new(size: @pool_size, timeout: @pool_timeout) { Connection.new(host, port, **connection_options) }]
@@ -371,7 +372,11 @@ module Strata
         conn.write(Request::MN)
         won = []
         (batch.size + 1).times do # bound: one reply per key at most, then MN
-          result = Response.parse(conn.read_line)
+          line = conn.read_line
+          length, index = Response.value_with_opaque(line)
+          next found[batch.fetch(index)] = conn.read_bytes(length) if length # a fresh hit
+
+          result = Response.parse(line)
           if result.status == :noop
             give_up_win(conn, won) unless won.empty?
             return found

@@ -53,12 +53,24 @@ module Strata
 
       attr_reader :host, :port, :name
 
+      # Raises ArgumentError naming the first of DEFAULTS' keys in options that is not a finite
+      # number of seconds above 0. Client calls it too, since its connections are made lazily.
+      def self.check_options(options)
+        DEFAULTS.each_key do |name|
+          value = options.fetch(name, DEFAULTS[name])
+          next if value.is_a?(Numeric) && value.positive? && value.finite?
+
+          raise ArgumentError, "#{name} must be a finite number of seconds above 0, got #{value.inspect}"
+        end
+      end
+
       # host, port: the server. options: see DEFAULTS; keys it does not own are ignored.
       def initialize(host, port, **options)
         own = DEFAULTS.merge(options.slice(*DEFAULTS.keys))
         @host = host
         @port = Integer(port)
         @name = "#{host}:#{@port}"
+        self.class.check_options(own)
         @connect_timeout = own.fetch(:connect_timeout)
         @timeout = own.fetch(:timeout)
         @sock = nil
