@@ -243,14 +243,16 @@ static VALUE wire_write(int argc, VALUE *argv, VALUE self)
     for (int i = 0; i < argc; i++) {
         VALUE str = argv[i];
         StringValue(str);
-        if (strata_bytes_held(&w->out) + (size_t)RSTRING_LEN(str) > WRITE_BUFFER) wire_flush_out(w);
         size_t n = (size_t)RSTRING_LEN(str);
+        if (strata_bytes_held(&w->out) + n > WRITE_BUFFER) {
+            wire_flush_out(w); /* empties `out`, but may wait: measure str again */
+            n = (size_t)RSTRING_LEN(str);
+        }
         if (strata_bytes_held(&w->out) + n <= WRITE_BUFFER) {
             wire_reserve(&w->out, n);
             memcpy(w->out.data + w->out.end, RSTRING_PTR(str), n);
             w->out.end += n;
         } else {
-            wire_flush_out(w);
             VALUE frozen = rb_str_new_frozen(str);
             wire_send(w, frozen, (size_t)RSTRING_LEN(frozen));
         }
