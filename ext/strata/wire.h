@@ -10,6 +10,8 @@
  * STATE
  *   io, fd     the connected socket (an IO, marked so it stays alive) and its descriptor;
  *              Qnil and -1 while detached.
+ *   can_block  the socket is in blocking mode with its receive timeout set (see below).
+ *   receiving  a recv without the GVL is writing into `in`.
  *   deadline   CLOCK_MONOTONIC seconds at which the current request gives up; 0 between requests.
  *   in         replies received and not yet parsed (byte_buffer.h).
  *   out        requests gathered and not yet sent.
@@ -19,8 +21,14 @@
  *   Bytes leave in the order they were written: a string too big for `out` is sent only after
  *   `out` is flushed. Every read flushes `out` first, so a reply is never awaited for a request
  *   that was not sent.
- *   No call blocks past the deadline: every wait is rb_io_wait with the time left, which also
- *   releases the GVL, serves the fiber scheduler and lets Thread#raise and Timeout in.
+ *   No call blocks past the deadline. A wait for a reply is a blocking recv without the GVL
+ *   (the socket is put in blocking mode with SO_RCVTIMEO = 20 ms at attach) while 50 ms or more
+ *   are left, and otherwise, or under a fiber scheduler, rb_io_wait with the time left. Both
+ *   release the GVL and let Thread#raise, Timeout and signals in; rb_io_wait also serves the
+ *   fiber scheduler.
+ *   While a recv runs without the GVL it writes into `in`: `receiving` is set, and every entry
+ *   point refuses to touch the wire (Wire::Idle) until it is cleared, which happens before any
+ *   exception can be raised.
  *   While the socket is not writable, readable replies are drained into `in`, so a pipelined
  *   batch bigger than the socket buffers cannot deadlock against a server that stops reading
  *   while its replies go unread.
@@ -36,7 +44,8 @@
  *   past its end.
  *   Misuse by two callers at once garbles the stream but never memory: consume is clamped, and
  *   a send checks that `out` still holds what it is sending.
- *   recv and send use MSG_DONTWAIT (and MSG_NOSIGNAL), whatever the IO's blocking mode.
+ *   send and every recv but the blocking one use MSG_DONTWAIT (send also MSG_NOSIGNAL), so the
+ *   descriptor's blocking mode matters to the blocking recv only.
  *   No lock is held anywhere here.
  */
 #ifndef STRATA_WIRE_H

@@ -20,7 +20,8 @@ module Strata
     class Wire
       class Error < Strata::Error; end
 
-      # I/O without a socket or outside a request (between start and stop): a bug in the caller.
+      # I/O without a socket or outside a request (between start and stop), or any call while
+      # another thread's wait for a reply fills the buffer: a bug in the caller.
       class Idle < Error; end
 
       # A failure of the stream itself; the connection can't be reused.
