@@ -111,6 +111,45 @@ class StackTest < Minitest::Test
     assert_nil @stack.get("key")
   end
 
+  def test_set_multi_writes_every_tier
+    entries = {"a" => entry("a"), "b" => entry("b")}
+
+    assert_equal({"a" => true, "b" => true}, @stack.set_multi(entries))
+    entries.each do |key, bytes|
+      assert_equal bytes, @top.get(key)
+      assert_equal bytes, @bottom.get(key)
+    end
+  end
+
+  def test_set_multi_stores_a_value_too_large_for_the_top_below_and_drops_the_old_top_copy
+    @stack.set("big", entry("small"))
+    large = entry("x" * 20_000)
+
+    results = @stack.set_multi({"big" => large, "small" => entry("s")})
+    assert_nil @top.get("big")
+    assert_equal large, @bottom.get("big")
+    assert_equal entry("s"), @top.get("small")
+    refute results["big"], "the top tier refused it"
+    assert results["small"]
+    assert_includes @errors, [Strata::PartialError, :top]
+  end
+
+  def test_set_multi_reports_a_tier_that_refuses
+    with_shard_locked(@bottom, "key") do
+      assert_equal({"key" => false, "other" => true}, @stack.set_multi({"key" => entry, "other" => entry}))
+    end
+    assert_includes @errors, [Strata::TierError, :bottom]
+    assert_equal entry, @stack.get("other")
+  end
+
+  def test_set_multi_drops_copies_above_when_the_bottom_holds_another_value
+    # A writer that stored at the bottom after this one: settle finds its value there.
+    @bottom.define_singleton_method(:get_multi) { |keys| keys.to_h { |key| [key, "someone else's"] } }
+
+    @stack.set_multi({"key" => entry})
+    assert_nil @top.get("key"), "the copy above the bottom may be older than the bottom's"
+  end
+
   def test_add_stores_only_when_no_tier_has_the_key
     assert @stack.add("fresh", entry)
     assert_equal entry, @top.get("fresh")

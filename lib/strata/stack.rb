@@ -144,6 +144,38 @@ module Strata
       stored && !refused
     end
 
+    # #set for many keys: one multi-key call per tier, bottom-up, then one settle read per tier
+    # (#settle_multi). A Hash of key => true when a tier stored it and none refused. A tier that
+    # refuses a key (or can't hold its value) has its old copy dropped; a tier that fails is
+    # reported, and the keys it answered for (PartialError) count. Counter bytes go one by one
+    # through #set, which keeps them out of the tiers without counters.
+    def set_multi(entries, ttl: nil)
+      counters, plain = entries.partition { |_key, bytes| @counters && Entry.counter?(bytes) }
+      results = counters.to_h { |key, bytes| [key, set(key, bytes, ttl: ttl)] }
+      return results if plain.empty?
+
+      plain = plain.to_h
+      lowest = {}
+      refused = {}
+      @bottom_up.each do |index|
+        stored = set_multi_on(index, plain, ttl)
+        refusals = 0
+        stored.each do |key, ok|
+          next lowest[key] ||= index if ok
+
+          refusals += 1
+          refused[key] = true
+          drop(key, index)
+        end
+        next if refusals.zero?
+
+        failed(TierError.new("#{@names[index]} did not store #{refusals} of #{plain.size} values", tier: @names[index]), index)
+      end
+      settle_multi(plain, lowest)
+      plain.each_key { |key| results[key] = lowest.key?(key) && !refused.key?(key) }
+      results
+    end
+
     # Store bytes only where key is absent, top to bottom. When a tier already holds key, the copies
     # just added above it are dropped again and the answer is false.
     def add(key, bytes, ttl: nil)
@@ -287,6 +319,37 @@ module Strata
       return if current.nil? ? false : current == bytes
 
       (lowest - 1).downto(0) { |index| drop(key, index) }
+    end
+
+    # tier index's set_multi of entries: key => stored. A key the tier did not answer for (it
+    # failed, wholly or on one server) is absent, and the failure is reported.
+    def set_multi_on(index, entries, ttl)
+      @tiers[index].set_multi(entries, ttl: ttl)
+    rescue PartialError => error
+      failed(error, index)
+      error.result
+    rescue TierError => error
+      failed(error, index)
+      NO_HITS
+    end
+
+    # #settle for many keys: the keys stored below the top are read back from the lowest tier
+    # that took them, one get_multi per such tier; where it now holds something else (or can't
+    # say), the copies above are dropped.
+    def settle_multi(entries, lowest)
+      lowest.reject { |_key, index| index.zero? }.group_by { |_key, index| index }.each do |index, pairs|
+        keys = pairs.map(&:first)
+        current = begin
+          @tiers[index].get_multi(keys)
+        rescue TierError => error
+          partial_result(error, index)
+        end
+        keys.each do |key|
+          next if current[key] == entries[key]
+
+          (index - 1).downto(0) { |above| drop(key, above) }
+        end
+      end
     end
 
     def count(operation, key, amount, ttl, initial)

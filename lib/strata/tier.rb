@@ -36,9 +36,22 @@ module Strata
       end
     end
 
-    # Optional. Stores each key => bytes; a Hash of key => true when stored.
+    # Optional. Stores each key => bytes; a Hash of key => true when stored. A value the tier
+    # can't hold is false, with the key's old copy gone, and the call then raises
+    # Strata::PartialError (caused by the ValueTooLargeError) holding the results; the other
+    # entries are stored all the same.
     def set_multi(entries, ttl: nil)
-      entries.each_with_object({}) { |(key, bytes), stored| stored[key] = set(key, bytes, ttl: ttl) }
+      too_large = nil
+      stored = entries.each_with_object({}) do |(key, bytes), results|
+        results[key] = set(key, bytes, ttl: ttl)
+      rescue ValueTooLargeError => error
+        too_large ||= error
+        delete(key)
+        results[key] = false
+      end
+      return stored unless too_large
+
+      raise PartialError.new(too_large.message, result: stored), cause: too_large
     end
 
     # Optional. Removes keys; a Hash of key => true if it was there.

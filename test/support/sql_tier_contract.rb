@@ -139,6 +139,63 @@ module Strata
         assert_equal 1, count_rows
       end
 
+      def test_set_multi_writes_every_entry_in_one_transaction
+        @tier.set("old", "before")
+        entries = (1..40).to_h { |i| ["sm-#{i}", "value #{i}"] }.merge("old" => "after")
+
+        assert_equal entries.transform_values { true }, @tier.set_multi(entries, ttl: 60)
+        assert_equal entries, @tier.get_multi(entries.keys)
+        assert_equal 41, count_rows
+        assert_equal({}, @tier.set_multi({}))
+      end
+
+      def test_set_multi_with_a_bad_value_writes_nothing
+        assert_raises(TypeError) { @tier.set_multi({"good" => "v", "bad" => 42}) }
+        assert_raises(ArgumentError) { @tier.set_multi({"good" => "v", "" => "v"}) }
+        assert_equal 0, count_rows
+      end
+
+      def test_set_multi_stores_the_rest_and_drops_a_value_over_max_value_size
+        tier = build_tier(max_value_size: 100)
+        tier.set("big", "old")
+
+        error = assert_raises(Strata::PartialError) { tier.set_multi({"big" => "v" * 101, "fits" => "v" * 100}) }
+        assert_kind_of Strata::ValueTooLargeError, error.cause
+        assert_match(/"big"/, error.message)
+        assert_equal({"big" => false, "fits" => true}, error.result)
+        assert_nil tier.get("big"), "the old value is gone, not left stale"
+        assert_equal "v" * 100, tier.get("fits")
+      end
+
+      def test_set_multi_runs_the_expiry_passes_its_writes_make_due
+        row_bytes = 100
+        max_size = 50 * row_bytes
+        batch = 10
+        tier = build_tier(max_size: max_size, expiry_batch_size: batch, expire_every: batch)
+
+        10.times do |round|
+          tier.set_multi((0...50).to_h { |i| [format("m%02d%02d", round, i), "v" * 95] })
+          assert_operator total_bytes, :<=, max_size + 50 * row_bytes, "after burst #{round + 1}"
+        end
+        assert_operator tier.stats[:expiry_passes], :>=, 45
+        assert_operator total_bytes, :<=, max_size + batch * row_bytes
+      end
+
+      def test_a_transaction_that_raises_writes_nothing
+        database = @tier.instance_variable_get(:@database)
+        assert_raises(RuntimeError) do
+          database.run(:test) do |c|
+            database.transaction(c) do
+              binds = @tier.send(:write_binds, "inside", "v", nil, Strata::Entry.now)
+              database.write(c, :test, @tier.send(:statements).set, binds)
+              raise "boom"
+            end
+          end
+        end
+        assert_nil @tier.get("inside")
+        assert @tier.set("after", "v"), "the connection is usable again"
+      end
+
       def test_clear
         3.times { |i| @tier.set("c#{i}", "v") }
         assert @tier.clear

@@ -215,12 +215,18 @@ module ActiveSupport
       end
 
       def write_serialized_entry(key, payload, unless_exist: false, expires_in: nil, race_condition_ttl: nil, raw: false, **)
-        ttl = expires_in&.to_f
-        # A stale entry must outlive its expiry by the race window, so one fetch can put it back.
-        ttl += race_condition_ttl.to_f if ttl && race_condition_ttl && !raw
+        ttl = write_ttl(expires_in, race_condition_ttl, raw)
         failsafe(false) do
           unless_exist ? @stack.add(key, payload, ttl: ttl) : @stack.set(key, payload, ttl: ttl, fill: current_fill(key))
         end
+      end
+
+      # Seconds a written entry lives in the tiers, or nil.
+      def write_ttl(expires_in, race_condition_ttl, raw)
+        ttl = expires_in&.to_f
+        # A stale entry must outlive its expiry by the race window, so one fetch can put it back.
+        ttl += race_condition_ttl.to_f if ttl && race_condition_ttl && !raw
+        ttl
       end
 
       def delete_entry(key, **)
@@ -246,10 +252,17 @@ module ActiveSupport
       end
 
       # Every value is serialized before anything is written, so one that can't be leaves the cache
-      # as it was.
+      # as it was. Then each tier takes them all in one call (memcached: one pipeline per server),
+      # unless the write is an add (unless_exist) or a fill of a read-through under way, which go
+      # key by key.
       def write_multi_entries(hash, **options)
         payloads = hash.transform_values { |entry| serialize_entry(entry, **options) }
-        payloads.each { |key, payload| write_serialized_entry(key, payload, **options) }
+        if options[:unless_exist] || payloads.each_key.any? { |key| current_fill(key) }
+          payloads.each { |key, payload| write_serialized_entry(key, payload, **options) }
+        else
+          ttl = write_ttl(options[:expires_in], options[:race_condition_ttl], options[:raw])
+          failsafe(false) { @stack.set_multi(payloads, ttl: ttl) }
+        end
         hash
       end
 

@@ -169,6 +169,38 @@ module Strata
         true
       end
 
+      # Every entry in one transaction (one commit instead of one per key), with the expiry passes
+      # its writes make due, as #set would run them. Every key and value is checked first, so bad
+      # input writes nothing. A value over max_value_size is not written and its key's old row
+      # is deleted; the rest are stored, and the call raises Strata::PartialError (caused by a
+      # ValueTooLargeError) with the results.
+      def set_multi(entries, ttl: nil)
+        now = Entry.now
+        rows = entries.to_h do |key, bytes|
+          check_value(key, bytes)
+          [key, (bytes.bytesize > @max_value_size) ? nil : write_binds(key, bytes, ttl, now)]
+        end
+        return {} if rows.empty?
+
+        @database.run(:set_multi) do |c|
+          @database.transaction(c) do
+            rows.each do |key, binds|
+              next @database.write(c, :set_multi, statements.delete, [key_hash(key), binary(key)]) unless binds
+
+              expire(c) if write_due?
+              @database.write(c, :set_multi, statements.set, binds)
+            end
+          end
+        end
+        results = rows.transform_values { |binds| !binds.nil? }
+        count(:sets, results.count { |_key, stored| stored })
+        return results if results.all? { |_key, stored| stored }
+
+        error = too_large(rows.key(nil), entries[rows.key(nil)])
+        raise PartialError.new("#{results.count { |_key, stored| !stored }} values over max_value_size, " \
+          "first: #{error.message}", result: results, tier: :l3), cause: error
+      end
+
       def add(key, bytes, ttl: nil)
         return false if write(:add, key, bytes, ttl).empty?
 
@@ -235,19 +267,29 @@ module Strata
 
       # set or add on key: the rows the statement returned (add: one when it stored).
       def write(operation, key, bytes, ttl)
-        check_key(key)
-        raise TypeError, "value must be a String, not #{bytes.class}" unless bytes.is_a?(String)
-        if bytes.bytesize > @max_value_size
-          raise ValueTooLargeError, "value for key #{key.inspect} is #{bytes.bytesize} bytes; " \
-            "the SQL tier's max_value_size is #{@max_value_size}"
-        end
+        check_value(key, bytes)
+        raise too_large(key, bytes) if bytes.bytesize > @max_value_size
 
-        now = Entry.now
-        binds = [key_hash(key), binary(key), binary(bytes), expires_at(ttl, now), now, key.bytesize + bytes.bytesize]
+        binds = write_binds(key, bytes, ttl, Entry.now)
         @database.run(operation) do |c|
           expire(c) if write_due? # first, so that a write that raises wrote nothing
           @database.write(c, operation, statements.public_send(operation), binds)
         end
+      end
+
+      def check_value(key, bytes)
+        check_key(key)
+        raise TypeError, "value of #{key.inspect} must be a String, not #{bytes.class}" unless bytes.is_a?(String)
+      end
+
+      def too_large(key, bytes)
+        ValueTooLargeError.new("value for key #{key.inspect} is #{bytes.bytesize} bytes; " \
+          "the SQL tier's max_value_size is #{@max_value_size}")
+      end
+
+      # Binds of the set and add statements (see Statements).
+      def write_binds(key, bytes, ttl, now)
+        [key_hash(key), binary(key), binary(bytes), expires_at(ttl, now), now, key.bytesize + bytes.bytesize]
       end
 
       # Rows [key, value] for up to Statements::MAX_IN_LIST binary keys.

@@ -82,6 +82,28 @@ module Strata
           decoded(c.exec_query(sql, name(operation), binds, prepare: true))
         end
 
+        # Runs the block in one transaction on c, and returns its value: committed when the block
+        # returns, rolled back when it raises. On SQLite the write lock is taken at BEGIN
+        # (IMMEDIATE), so two writers wait on busy_timeout rather than fail on upgrading a read.
+        # Inside a transaction the app opened on c, the block joins it.
+        def transaction(c, &)
+          return c.transaction(&) unless native?
+
+          db = sqlite(c)
+          db.execute("BEGIN IMMEDIATE")
+          committed = false
+          begin
+            result = yield
+            db.execute("COMMIT")
+            committed = true
+            result
+          ensure
+            # Any exception, an interrupt included: nothing half-done is committed, and the pooled
+            # connection goes back without an open transaction.
+            db.execute("ROLLBACK") if !committed && db.transaction_active?
+          end
+        end
+
         # The number of rows a DELETE removed.
         def delete(c, operation, sql)
           return native_delete(c, sql) if native?
