@@ -57,6 +57,35 @@ class MetaClientFaultsTest < Minitest::Test
     client&.close
   end
 
+  # A server out of memory (2 MB, -M: refuse rather than evict) answers SERVER_ERROR to an ms in
+  # a quiet batch, and that reply carries no opaque: the whole batch of that server counts as
+  # failed, the other server's results come back, and both connections stay in step.
+  def test_set_multi_with_a_server_error_in_the_batch
+    full = spawn_memcached(options: %w[-m 2 -M])
+    healthy = spawn_memcached
+    client = new_client([full.server, healthy.server])
+    big = "x" * 100_000
+    on_full = (0...10_000).map { |i| "#{@prefix}full-#{i}" }.select { |k| client.ring.server_for(k) == full.server }
+    filled = on_full.drop(3).any? do |k| # bound: 2 MB fills long before the keys run out
+      client.set(k, big)
+      false
+    rescue Strata::Meta::ServerError
+      true
+    end
+    assert filled, "the 2 MB server should run out of memory"
+    refused = on_full.take(3)
+    kept = key_on(client, healthy.server)
+
+    error = assert_raises(Strata::PartialError) { client.set_multi(refused.to_h { |k| [k, big] }.merge(kept => big)) }
+    assert_kind_of Strata::Meta::ServerError, error.cause
+    assert_equal({kept => true}, error.result)
+    assert_equal big, client.get(kept)
+    assert client.ring.up?(full.server), "a server that answered is not marked down"
+    assert_nil client.get(on_full.last), "its connection is still in step"
+  ensure
+    client&.close
+  end
+
   def test_multi_key_calls_keep_the_healthy_servers_answers_when_one_dies
     doomed = spawn_memcached
     survivor = spawn_memcached
@@ -129,8 +158,8 @@ class MetaClientFaultsTest < Minitest::Test
 
   private
 
-  def spawn_memcached
-    process = Strata::TestSupport::MemcachedProcess.new
+  def spawn_memcached(options: [])
+    process = Strata::TestSupport::MemcachedProcess.new(options: options)
     @processes << process
     process.start
   end

@@ -22,8 +22,10 @@ module Strata
         server&.close
       end
 
-      def initialize(port = self.class.free_port)
+      # options: more memcached command-line arguments, e.g. ["-m", "2", "-M"].
+      def initialize(port = self.class.free_port, options: [])
         @port = port
+        @options = options
         @pid = nil
       end
 
@@ -34,7 +36,7 @@ module Strata
       # Spawns memcached and waits (at most WAIT seconds) until it accepts a connection.
       def start
         @pid = Process.spawn("memcached", "-l", "127.0.0.1", "-p", @port.to_s, "-U", "0", "-u", Etc.getlogin || Etc.getpwuid.name,
-          out: File::NULL, err: File::NULL)
+          *@options, out: File::NULL, err: File::NULL)
         deadline = now + WAIT
         loop do # bound: WAIT seconds
           return self if accepting?
