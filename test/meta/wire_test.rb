@@ -4,6 +4,7 @@ require "test_helper"
 require "socket"
 require "strata/meta/wire"
 require "support/waiting"
+require "support/select_scheduler"
 
 # Strata::Meta::Wire on its own, over a connected pair of Unix sockets: this test plays the
 # server on the other end. The waits for a reply (a blocking recv in slices while the deadline
@@ -65,6 +66,7 @@ class MetaWireTest < Minitest::Test
   def test_thread_raise_interrupts_a_waiting_recv
     @wire.start(5)
     reader = Thread.new { @wire.read_line }
+    reader.report_on_exception = false
     assert wait_until(DEADLINE) { receiving? }, "the reader never started waiting"
     reader.raise(Interrupted)
     assert_raises(Interrupted) { reader.join(DEADLINE) }
@@ -80,6 +82,23 @@ class MetaWireTest < Minitest::Test
         "gave up before its deadline"
       @wire.stop
     end
+  end
+
+  # A blocking recv would hold the thread until the deadline (far beyond DEADLINE) was nearly
+  # up, and the fiber that answers could not run before then.
+  def test_under_a_fiber_scheduler_a_wait_lets_the_other_fibers_run
+    reply = nil
+    runner = Thread.new do
+      Fiber.set_scheduler(Strata::TestSupport::SelectScheduler.new)
+      Fiber.schedule do
+        @wire.start(DEADLINE * 6)
+        reply = @wire.read_line
+      end
+      Fiber.schedule { @theirs.write("MN\r\n") }
+      Fiber.set_scheduler(nil) # runs both fibers to their end
+    end
+    assert runner.join(DEADLINE), "the fibers did not finish"
+    assert_equal "MN", reply
   end
 
   def test_closed_peer_is_reported
