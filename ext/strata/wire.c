@@ -15,6 +15,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -51,8 +52,10 @@ typedef struct wire {
     int fd;
     /* The socket is in blocking mode with SO_RCVTIMEO = BLOCK_SLICE (see wire_fill). */
     int can_block;
-    /* A recv without the GVL is writing into `in`: every other call must keep its hands off. */
-    int receiving;
+    /* While a recv without the GVL writes into `in`: the fork generation it started in, plus 1
+     * (0: none). Every other caller must keep its hands off `in`; a forked child, where the
+     * receiving thread does not exist, sees a stale generation and may go on. */
+    unsigned long receiving;
     double deadline;
     strata_bytes in, out;
 } wire;
@@ -118,11 +121,31 @@ static double monotonic_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/* Forks this process descends from; bumped in the child by pthread_atfork. */
+static unsigned long fork_generation;
+
+static void count_fork(void)
+{
+    fork_generation++;
+}
+
+static int wire_receiving(const wire *w)
+{
+    return w->receiving != 0 && w->receiving == fork_generation + 1;
+}
+
+/* Raises Wire::Idle while another caller's recv writes into `in`. Called on entry and again
+ * before `in` is touched after anything that may have let another thread run. */
+static void wire_check_alone(const wire *w)
+{
+    if (wire_receiving(w)) wire_raise("Idle", "wire used by two callers at once");
+}
+
 /* The wire of self, as long as no recv of another caller is writing into its buffer. */
 static wire *wire_unused(VALUE self)
 {
     wire *w = wire_get(self);
-    if (w->receiving) wire_raise("Idle", "wire used by two callers at once");
+    wire_check_alone(w);
     return w;
 }
 
@@ -157,6 +180,7 @@ static int wire_wait(wire *w, int events)
  * ready. EOF is Wire::Closed. */
 static int wire_recv_ready(wire *w)
 {
+    wire_check_alone(w); /* a wait came before: another thread may have started a recv */
     wire_reserve(&w->in, READ_CHUNK);
     for (;;) {
         ssize_t n = recv(w->fd, w->in.data + w->in.end, w->in.cap - w->in.end, MSG_DONTWAIT);
@@ -192,9 +216,13 @@ static void *blocking_recv_without_gvl(void *p)
  * Timeout and signals reach the thread through RUBY_UBF_IO, which makes recv return EINTR. */
 static int wire_recv_blocking(wire *w)
 {
+    wire_check_alone(w);
+    /* Another thread may have closed the IO since the last slice, and its descriptor number may
+     * now be another socket's: rb_io_descriptor raises IOError on a closed IO. */
+    if (rb_io_descriptor(w->io) != w->fd) wire_raise("Closed", "socket replaced under the wire");
     wire_reserve(&w->in, READ_CHUNK);
     struct blocking_recv r = {w->fd, w->in.data + w->in.end, w->in.cap - w->in.end, -1, EINTR};
-    w->receiving = 1;
+    w->receiving = fork_generation + 1;
     /* The 2 variant raises nothing, so `receiving` is always cleared; interrupts go in below. */
     rb_thread_call_without_gvl2(blocking_recv_without_gvl, &r, RUBY_UBF_IO, NULL);
     w->receiving = 0;
@@ -207,7 +235,14 @@ static int wire_recv_blocking(wire *w)
         rb_thread_check_ints();
         return 0;
     }
-    if (r.error == EAGAIN || r.error == EWOULDBLOCK) return 0;
+    if (r.error == EAGAIN || r.error == EWOULDBLOCK) {
+        /* The slice passed, or someone put the descriptor back in non-blocking mode (the flag
+         * belongs to the open file, shared with any process or IO holding it): then every recv
+         * would return at once, so waits go back to rb_io_wait. */
+        int flags = fcntl(w->fd, F_GETFL);
+        if (flags < 0 || (flags & O_NONBLOCK)) w->can_block = 0;
+        return 0;
+    }
     rb_syserr_fail(r.error, "recv");
 }
 
@@ -407,6 +442,7 @@ void strata_init_wire(void)
     VALUE mStrata = rb_define_module("Strata");
     VALUE mMeta = rb_define_module_under(mStrata, "Meta");
     VALUE c = rb_define_class_under(mMeta, "Wire", rb_cObject);
+    pthread_atfork(NULL, NULL, count_fork);
     rb_define_alloc_func(c, wire_alloc);
     rb_define_method(c, "attach", wire_attach, 1);
     rb_define_method(c, "detach", wire_detach, 0);

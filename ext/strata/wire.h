@@ -11,7 +11,7 @@
  *   io, fd     the connected socket (an IO, marked so it stays alive) and its descriptor;
  *              Qnil and -1 while detached.
  *   can_block  the socket is in blocking mode with its receive timeout set (see below).
- *   receiving  a recv without the GVL is writing into `in`.
+ *   receiving  a recv without the GVL is writing into `in` (its fork generation + 1, else 0).
  *   deadline   CLOCK_MONOTONIC seconds at which the current request gives up; 0 between requests.
  *   in         replies received and not yet parsed (byte_buffer.h).
  *   out        requests gathered and not yet sent.
@@ -28,7 +28,13 @@
  *   fiber scheduler.
  *   While a recv runs without the GVL it writes into `in`: `receiving` is set, and every entry
  *   point refuses to touch the wire (Wire::Idle) until it is cleared, which happens before any
- *   exception can be raised.
+ *   exception can be raised. So does every touch of `in` that follows a wait or an interrupt
+ *   check, since another thread may have started a recv meanwhile. `receiving` holds the fork
+ *   generation (pthread_atfork) it was set in, so a child forked during a recv is not locked out.
+ *   Before each blocking slice the IO is checked to still own the descriptor (another thread
+ *   may have closed it, and the number be reused). When a blocking recv returns EAGAIN and the
+ *   descriptor is found non-blocking again, waits go back to rb_io_wait for good.
+ *   detach leaves the socket in blocking mode with its receive timeout; the owner closes it.
  *   While the socket is not writable, readable replies are drained into `in`, so a pipelined
  *   batch bigger than the socket buffers cannot deadlock against a server that stops reading
  *   while its replies go unread.

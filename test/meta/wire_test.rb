@@ -5,6 +5,7 @@ require "socket"
 require "strata/meta/wire"
 require "support/waiting"
 require "support/select_scheduler"
+require "support/child_processes"
 
 # Strata::Meta::Wire on its own, over a connected pair of Unix sockets: this test plays the
 # server on the other end. The waits for a reply (a blocking recv in slices while the deadline
@@ -12,6 +13,7 @@ require "support/select_scheduler"
 # deadline, let interrupts in, and keep a second caller's hands off the buffer.
 class MetaWireTest < Minitest::Test
   include Strata::Waiting
+  include Strata::TestSupport::TrackedChildren
 
   Wire = Strata::Meta::Wire
 
@@ -21,15 +23,29 @@ class MetaWireTest < Minitest::Test
   class Interrupted < StandardError; end
 
   def setup
+    @pids = []
+    @readers = []
     @ours, @theirs = UNIXSocket.pair
     @wire = Wire.new
     @wire.attach(@ours)
   end
 
+  # The peer goes first, so a reader still waiting sees EOF and ends before the wire is let go.
   def teardown
-    @wire.detach
-    @ours.close
+    kill_tracked_children
     @theirs.close
+    @readers.each { |reader| reader.join(DEADLINE) rescue nil } # rubocop:disable Style/RescueModifier -- its error is the test's
+    @wire.detach
+    @ours.close unless @ours.closed?
+  end
+
+  # A thread that waits for a line on @wire, once it is inside the wait.
+  def waiting_reader
+    reader = Thread.new { @wire.read_line }
+    reader.report_on_exception = false
+    @readers << reader
+    assert wait_until(DEADLINE) { receiving? }, "the reader never started waiting"
+    reader
   end
 
   # True once another thread is inside a recv on @wire: every call then raises Wire::Idle.
@@ -42,8 +58,7 @@ class MetaWireTest < Minitest::Test
 
   def test_reply_that_comes_later_is_read
     @wire.start(5)
-    reader = Thread.new { @wire.read_line }
-    assert wait_until(DEADLINE) { receiving? }, "the reader never started waiting"
+    reader = waiting_reader
     @theirs.write("VA 3\r\nabc\r\n")
     assert_equal "VA 3", reader.join(DEADLINE).value
     assert_equal "abc", @wire.read_bytes(3)
@@ -51,13 +66,11 @@ class MetaWireTest < Minitest::Test
 
   def test_second_caller_is_refused_while_a_recv_writes_the_buffer
     @wire.start(5)
-    reader = Thread.new { @wire.read_line }
-    assert wait_until(DEADLINE) { receiving? }, "the reader never started waiting"
-    %i[read_line flush unread? stop detach].each do |call|
-      assert_raises(Wire::Idle, call) { @wire.public_send(call) }
+    reader = waiting_reader
+    [[:read_line], [:flush], [:unread?], [:stop], [:detach], [:start, 1], [:write, "mn\r\n"]].each do |call, *args|
+      assert receiving?, "the reader is still inside its recv"
+      assert_raises(Wire::Idle, call) { @wire.public_send(call, *args) }
     end
-    assert_raises(Wire::Idle) { @wire.start(1) }
-    assert_raises(Wire::Idle) { @wire.write("mn\r\n") }
     @theirs.write("MN\r\n")
     assert_equal "MN", reader.join(DEADLINE).value
     refute @wire.unread?
@@ -65,9 +78,7 @@ class MetaWireTest < Minitest::Test
 
   def test_thread_raise_interrupts_a_waiting_recv
     @wire.start(5)
-    reader = Thread.new { @wire.read_line }
-    reader.report_on_exception = false
-    assert wait_until(DEADLINE) { receiving? }, "the reader never started waiting"
+    reader = waiting_reader
     reader.raise(Interrupted)
     assert_raises(Interrupted) { reader.join(DEADLINE) }
     refute receiving?, "the flag is down after an interrupt"
@@ -75,8 +86,8 @@ class MetaWireTest < Minitest::Test
 
   def test_silence_times_out_with_a_deadline_far_and_near
     [0.3, 0.03].each do |timeout| # the first waits in blocking slices, the second only in rb_io_wait
-      @wire.start(timeout)
       started = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+      @wire.start(timeout)
       assert_raises(Wire::TimedOut) { @wire.read_line }
       assert_operator Process.clock_gettime(Process::CLOCK_MONOTONIC) - started, :>=, timeout,
         "gave up before its deadline"
@@ -99,6 +110,30 @@ class MetaWireTest < Minitest::Test
     end
     assert runner.join(DEADLINE), "the fibers did not finish"
     assert_equal "MN", reply
+  end
+
+  def test_an_io_closed_by_another_thread_ends_the_wait
+    @wire.start(5)
+    reader = waiting_reader
+    @ours.close
+    assert_raises(IOError) { reader.join(DEADLINE) }
+  end
+
+  # The receiving thread does not exist in the child, which must still be able to let the
+  # wire go and use it on a socket of its own.
+  def test_a_child_forked_during_a_recv_can_use_the_wire
+    @wire.start(5)
+    waiting_reader
+    pid = fork_tracked do
+      @wire.detach
+      mine, peer = UNIXSocket.pair
+      @wire.attach(mine)
+      @wire.start(5)
+      peer.write("MN\r\n")
+      @wire.read_line == "MN"
+    end
+    status = reap_child(pid)
+    assert status&.success?, "the child used the wire (#{status.inspect})"
   end
 
   def test_closed_peer_is_reported
