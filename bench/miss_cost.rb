@@ -3,6 +3,7 @@
 require "benchmark/ips"
 require_relative "cases"
 require_relative "format"
+require_relative "idle_round_trip"
 require_relative "stores"
 require_relative "workload"
 
@@ -15,6 +16,7 @@ module Strata
     # The two misses come from the matrix's miss_30b cells (time per op is 1 / ips). The SQLite read
     # miss is measured here, on its own: Strata::Tiers::SQL#get of a key never written, on a fresh
     # strata_sql file holding what the miss_30b cell starts with (its 1024 keys of 30 B).
+    # Beside them, IdleRoundTrip: what a memcached get costs after the server idled a while.
     class MissCost
       CASE = "miss_30b"
       STORE = Stores::StrataStoreFull::NAME
@@ -50,7 +52,8 @@ module Strata
           "store_us_per_op" => store_us.round(3), "baseline_us_per_op" => baseline_us.round(3),
           "sql_read_miss_us_per_op" => sql_us.round(3), "sql_read_miss_error_pct" => sql_error.round(2),
           "budget_us_per_op" => budget.round(3), "ratio" => (store_us / budget).round(3),
-          "target_max_ratio" => TARGET, "met" => store_us / budget <= TARGET
+          "target_max_ratio" => TARGET, "met" => store_us / budget <= TARGET,
+          "get_us_after_idle_gap_us" => idle_round_trips
         }
       rescue => e
         {"skipped" => "measuring the SQLite read miss failed (#{e.class}: #{e.message.lines.first&.strip})"}
@@ -70,7 +73,16 @@ module Strata
         width = rows.map { |label, _| label.length }.max
         verdict = section["met"] ? "met" : "not met"
         [title, *rows.map { |label, us| "  #{label.ljust(width)}  #{Format.significant(us).rjust(7)} µs/op" },
-          "  #{STORE} / budget: #{format("%.2f", section["ratio"])}x (target at most #{TARGET}x: #{verdict})"]
+          "  #{STORE} / budget: #{format("%.2f", section["ratio"])}x (target at most #{TARGET}x: #{verdict})",
+          *idle_lines(section["get_us_after_idle_gap_us"])]
+      end
+
+      # The IdleRoundTrip lines: a String (why it did not run) or {gap => µs}.
+      def self.idle_lines(idle)
+        return ["  memcached get after an idle server: not measured (#{idle})"] if idle.is_a?(String)
+
+        ["  memcached get after the server idled (IdleRoundTrip): " +
+          idle.map { |gap, us| "#{gap} µs idle #{Format.significant(us)} µs" }.join(", ")]
       end
 
       private
@@ -85,6 +97,14 @@ module Strata
         end
         reason = SQL.unavailable_reason(@env)
         "#{SQL::NAME} cannot run here (#{reason})" if reason
+      end
+
+      # {gap => µs}, or why it could not be measured.
+      def idle_round_trips
+        @progress.puts "miss cost: memcached gets after an idle gap"
+        IdleRoundTrip.new(@env).run.transform_keys(&:to_s).transform_values { |us| us.round(1) }
+      rescue => e
+        "#{e.class}: #{e.message.lines.first&.strip}"
       end
 
       def us(store)
