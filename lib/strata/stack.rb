@@ -158,7 +158,7 @@ module Strata
       lowest = {}
       refused = {}
       @bottom_up.each do |index|
-        stored = set_multi_on(index, plain, ttl)
+        stored, reported = set_multi_on(index, plain, ttl)
         refusals = 0
         stored.each do |key, ok|
           next lowest[key] ||= index if ok
@@ -167,7 +167,7 @@ module Strata
           refused[key] = true
           drop(key, index)
         end
-        next if refusals.zero?
+        next if refusals.zero? || reported
 
         failed(TierError.new("#{@names[index]} did not store #{refusals} of #{plain.size} values", tier: @names[index]), index)
       end
@@ -321,16 +321,16 @@ module Strata
       (lowest - 1).downto(0) { |index| drop(key, index) }
     end
 
-    # tier index's set_multi of entries: key => stored. A key the tier did not answer for (it
-    # failed, wholly or on one server) is absent, and the failure is reported.
+    # tier index's set_multi of entries: [{key => stored}, whether a failure was reported]. A key
+    # the tier did not answer for (it failed, wholly or on one server) is absent.
     def set_multi_on(index, entries, ttl)
-      @tiers[index].set_multi(entries, ttl: ttl)
+      [@tiers[index].set_multi(entries, ttl: ttl), false]
     rescue PartialError => error
       failed(error, index)
-      error.result
+      [error.result, true]
     rescue TierError => error
       failed(error, index)
-      NO_HITS
+      [NO_HITS, true]
     end
 
     # #settle for many keys: the keys stored below the top are read back from the lowest tier
