@@ -165,7 +165,8 @@ module Strata
 
           refusals += 1
           refused[key] = true
-          drop(key, index)
+          # A tier that raised PartialError removed the old copies of what it refused itself.
+          drop(key, index) unless reported
         end
         next if refusals.zero? || reported
 

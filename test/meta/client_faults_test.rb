@@ -65,7 +65,7 @@ class MetaClientFaultsTest < Minitest::Test
     healthy = spawn_memcached
     client = new_client([full.server, healthy.server])
     big = "x" * 100_000
-    on_full = (0...10_000).map { |i| "#{@prefix}full-#{i}" }.select { |k| client.ring.server_for(k) == full.server }
+    on_full = keys_on(client, full.server, "full-")
     filled = on_full.drop(3).any? do |k| # bound: 2 MB fills long before the keys run out
       client.set(k, big)
       false
@@ -171,11 +171,12 @@ class MetaClientFaultsTest < Minitest::Test
 
   # A key whose primary is server (bound: 10,000 candidates; with two servers one in a handful hits).
   def key_on(client, server)
-    10_000.times do |i|
-      candidate = "#{@prefix}#{i}"
-      return candidate if client.ring.server_for(candidate) == server
-    end
-    flunk "no key maps to #{server}"
+    keys_on(client, server).first || flunk("no key maps to #{server}")
+  end
+
+  # The keys among 10,000 candidates that the ring maps to server, in order.
+  def keys_on(client, server, tag = "")
+    (0...10_000).map { |i| "#{@prefix}#{tag}#{i}" }.select { |key| client.ring.server_for(key) == server }
   end
 
   # Runs the block and fails unless it returned within seconds; returns the block's value.

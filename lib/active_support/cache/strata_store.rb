@@ -257,7 +257,8 @@ module ActiveSupport
       # key by key.
       def write_multi_entries(hash, **options)
         payloads = hash.transform_values { |entry| serialize_entry(entry, **options) }
-        if options[:unless_exist] || payloads.each_key.any? { |key| current_fill(key) }
+        fill = Thread.current[FILL]
+        if options[:unless_exist] || (fill && payloads.key?(fill.key) && fill.owner.equal?(@stack))
           payloads.each { |key, payload| write_serialized_entry(key, payload, **options) }
         else
           ttl = write_ttl(options[:expires_in], options[:race_condition_ttl], options[:raw])

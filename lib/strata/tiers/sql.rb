@@ -193,12 +193,13 @@ module Strata
           end
         end
         results = rows.transform_values { |binds| !binds.nil? }
-        count(:sets, results.count { |_key, stored| stored })
-        return results if results.all? { |_key, stored| stored }
+        refused = rows.filter_map { |key, binds| key unless binds }
+        count(:sets, results.size - refused.size)
+        return results if refused.empty?
 
-        error = too_large(rows.key(nil), entries[rows.key(nil)])
-        raise PartialError.new("#{results.count { |_key, stored| !stored }} values over max_value_size, " \
-          "first: #{error.message}", result: results, tier: :l3), cause: error
+        error = too_large(refused.first, entries[refused.first])
+        raise PartialError.new("#{refused.size} values over max_value_size, first: #{error.message}",
+          result: results, tier: :l3), cause: error
       end
 
       def add(key, bytes, ttl: nil)
