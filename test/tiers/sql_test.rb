@@ -89,6 +89,42 @@ class SqlTierTest < Minitest::Test
     locker&.close
   end
 
+  def test_the_table_has_no_autoincrement
+    db = SQLite3::Database.new(@path)
+    ddl = db.get_first_value("SELECT sql FROM sqlite_master WHERE name = 'strata_entries'")
+    assert_match(/"id" integer PRIMARY KEY NOT NULL/, ddl)
+    refute_match(/AUTOINCREMENT/i, ddl)
+  ensure
+    db&.close
+  end
+
+  # Without AUTOINCREMENT SQLite gives the next insert the id of a row deleted from the top of
+  # the table. A second tier writes in the middle of an expiry pass that chose that top row:
+  # the pass holds the write lock, so the write either waits it out or fails, and never takes
+  # the victim's id to be deleted with it.
+  def test_an_expiry_pass_never_deletes_a_write_that_took_a_victims_id
+    tier = build_tier(expire_every: 3, expiry_batch_size: 3)
+    other = build_tier(busy_timeout: 0)
+    tier.set("kept", "v")
+    tier.set("expired", "v", ttl: -1) # the top row, and the pass's victim
+    outcome = nil
+    tier.instance_variable_get(:@expiry).define_singleton_method(:victims) do |*args|
+      outcome = begin
+        other.delete("expired")
+        other.set("fresh", "new")
+      rescue Strata::RetryableError
+        :busy
+      end
+      super(*args)
+    end
+
+    tier.set("third", "v") # the third write runs the pass first
+    refute_nil outcome, "the other tier wrote during the pass"
+    assert_equal "new", other.get("fresh") unless outcome == :busy
+    assert_equal "v", tier.get("kept")
+    assert_equal 1, tier.stats[:expired]
+  end
+
   def test_an_unusable_path_raises_a_tier_error
     blocker = File.join(@dir, "a-file")
     File.write(blocker, "")

@@ -232,10 +232,13 @@ module Strata
           after = 0
           deleted = 0
           loop do # bound: the ids up to last, CLEANUP_STEP at a time
-            ids = @database.select(c, :cleanup, statements.expired_ids, [after, last, now, written_before]).map(&:first)
+            ids = @database.transaction(c) do # see #expire: the ids read are the ids deleted
+              step = @database.select(c, :cleanup, statements.expired_ids, [after, last, now, written_before]).map(&:first)
+              deleted += @database.delete(c, :cleanup, statements.delete_ids(step)) unless step.empty?
+              step
+            end
             break if ids.empty?
 
-            deleted += @database.delete(c, :cleanup, statements.delete_ids(ids))
             after = ids.last
           end
           deleted
@@ -272,9 +275,15 @@ module Strata
         raise too_large(key, bytes) if bytes.bytesize > @max_value_size
 
         binds = write_binds(key, bytes, ttl, Entry.now)
+        sql = statements.public_send(operation)
         @database.run(operation) do |c|
-          expire(c) if write_due? # first, so that a write that raises wrote nothing
-          @database.write(c, operation, statements.public_send(operation), binds)
+          next @database.write(c, operation, sql, binds) unless write_due?
+
+          # The pass and the write commit together, or neither does.
+          @database.transaction(c) do
+            expire(c)
+            @database.write(c, operation, sql, binds)
+          end
         end
       end
 
@@ -302,7 +311,9 @@ module Strata
         @database.select(c, :get_multi, statements.get_multi(size), binds)
       end
 
-      # One expiry pass (see Expiry) on connection c.
+      # One expiry pass (see Expiry) on connection c, inside a transaction: SQLite may give a
+      # deleted row's id to the next insert, and the transaction's write lock keeps other writers
+      # out between reading the ids and deleting them. (PostgreSQL never reuses an id.)
       def expire(c)
         head = @database.select(c, :expire, statements.head)
         entries, bytes = (@expiry.budgeted? && !head.empty?) ? totals_for_expiry(c) : [0, 0]
@@ -366,9 +377,8 @@ module Strata
         SQL.key_hash(key)
       end
 
-      # A bind that every adapter sends as bytes (blob, bytea), never as text.
       def binary(string)
-        ActiveModel::Type::Binary::Data.new((string.encoding == Encoding::BINARY) ? string : string.b)
+        @database.blob(string)
       end
 
       def expires_at(ttl, now)

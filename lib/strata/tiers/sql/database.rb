@@ -111,6 +111,13 @@ module Strata
           c.exec_delete(sql, name(operation))
         end
 
+        # string as a bind that the database receives as bytes (blob, bytea), never as text. On
+        # SQLite's own connection a binary String is a blob; Active Record needs its Binary type.
+        def blob(string)
+          bytes = (string.encoding == Encoding::BINARY) ? string : string.b
+          native? ? bytes : ActiveModel::Type::Binary::Data.new(bytes)
+        end
+
         # Removes the pool if the tier made it; marks this database closed either way.
         def close
           @closed = true
@@ -173,7 +180,7 @@ module Strata
         def native_rows(c, sql, binds)
           statement = statement(sqlite(c), sql)
           statement.reset!
-          binds.each_with_index { |bind, index| statement.bind_param(index + 1, native_bind(bind)) }
+          binds.each_with_index { |bind, index| statement.bind_param(index + 1, bind) }
           rows = []
           # Bound: one row per step until SQLite says done; the tier's statements return few.
           while (row = statement.step)
@@ -200,11 +207,6 @@ module Strata
             @prepared.delete_if { |db, _| db.closed? }
             @prepared[raw] ||= {}
           end
-        end
-
-        # Binary data binds as a blob (a binary String); everything else as it is.
-        def native_bind(bind)
-          bind.is_a?(ActiveModel::Type::Binary::Data) ? bind.to_s.b : bind
         end
 
         def name(operation)

@@ -9,8 +9,9 @@ module Strata
       # and its own validated numbers (batch sizes) are written into the text.
       #
       # A rewrite (set, or add over an expired or colliding row) gives the row a new id, so the
-      # FIFO order by id is the order of last writes and an expiry pass that deletes by id never
-      # removes a write made after it read the ids.
+      # FIFO order by id is the order of last writes. SQLite may hand the id of a row deleted from
+      # the top of the table to the next write, so the tier reads ids and deletes them in one
+      # transaction (SQL#expire, #cleanup): a delete by id never removes a write made after the read.
       class Statements
         # get_multi pads its IN list to one of these lengths, so that a few prepared statements
         # serve every batch. Batches are at most the last one.
