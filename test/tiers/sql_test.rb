@@ -125,6 +125,30 @@ class SqlTierTest < Minitest::Test
     assert_equal 1, tier.stats[:expired]
   end
 
+  # Stands for an app's abstract class on a SQLite database of its own.
+  class AppRecord < ActiveRecord::Base
+    self.abstract_class = true
+  end
+
+  # On the app's own SQLite connection (connection_class:) the tier's statements run on the raw
+  # SQLite handle. Every write runs an expiry pass here, so each one also opens a transaction.
+  def test_on_an_apps_sqlite_connection_writes_join_the_apps_transaction
+    AppRecord.establish_connection(adapter: "sqlite3", database: File.join(@dir, "app.sqlite3"))
+    SQL.create_table!(AppRecord)
+    tier = SQL.new(connection_class: AppRecord, expire_every: 1)
+    @tiers << tier
+    AppRecord.transaction { tier.set("kept", "v") }
+    AppRecord.transaction do
+      tier.set("dropped", "v")
+      tier.set_multi({"also dropped" => "v"})
+      raise ActiveRecord::Rollback
+    end
+    assert tier.set("outside", "v")
+    assert_equal ["v", nil, nil, "v"], ["kept", "dropped", "also dropped", "outside"].map { |key| tier.get(key) }
+  ensure
+    AppRecord.remove_connection
+  end
+
   def test_an_unusable_path_raises_a_tier_error
     blocker = File.join(@dir, "a-file")
     File.write(blocker, "")

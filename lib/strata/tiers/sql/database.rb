@@ -88,6 +88,7 @@ module Strata
         # Inside a transaction the app opened on c, the block joins it.
         def transaction(c, &)
           return c.transaction(&) unless native?
+          return yield if app_transaction?(c)
 
           db = sqlite(c)
           db.execute("BEGIN IMMEDIATE")
@@ -165,6 +166,11 @@ module Strata
         # connection's.
         def sqlite(c)
           c.is_a?(::SQLite3::Database) ? c : c.raw_connection
+        end
+
+        # Whether c is an app's Active Record connection inside a transaction the app opened.
+        def app_transaction?(c)
+          !c.is_a?(::SQLite3::Database) && c.transaction_open?
         end
 
         # Whether statements run on SQLite's own connection (see the class comment).
