@@ -392,6 +392,19 @@ module Strata
 
       private
 
+      # tier (on record's connection, with an expiry pass on every write, so that each write also
+      # opens a transaction of its own) writes inside record's transactions: one committed, one
+      # rolled back. Then the writes that stand.
+      def writes_through_app_transactions(record, tier)
+        record.transaction { tier.set("kept", "v") }
+        record.transaction do
+          tier.set("dropped", "v")
+          tier.set_multi({"also dropped" => "v"})
+          raise ActiveRecord::Rollback
+        end
+        ["kept", "dropped", "also dropped"].to_h { |key| [key, tier.get(key)] }
+      end
+
       def table
         @tier.table_name
       end
