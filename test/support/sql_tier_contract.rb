@@ -110,6 +110,15 @@ module Strata
         assert_raises(TypeError) { @tier.set("k", 42) }
       end
 
+      def test_a_bad_ttl_raises_and_writes_nothing
+        [[Float::INFINITY, ArgumentError], [Float::NAN, ArgumentError], ["60", TypeError]].each do |ttl, error|
+          assert_raises(error) { @tier.set("bad ttl", "v", ttl: ttl) }
+          assert_raises(error) { @tier.add("bad ttl", "v", ttl: ttl) }
+          assert_raises(error) { @tier.set_multi({"bad ttl" => "v"}, ttl: ttl) }
+        end
+        assert_equal 0, count_rows
+      end
+
       # Two keys with the same key_hash share one row: reading either key compares the full key,
       # so the one not stored reads as a miss, never as the other's value.
       def test_a_hash_collision_reads_as_a_miss

@@ -51,6 +51,18 @@ class SqlPostgresTierTest < Minitest::Test
     assert_equal({"kept" => "v", "dropped" => nil, "also dropped" => nil}, written)
   end
 
+  # A tier statement that fails inside the app's transaction (here, on a table that isn't there)
+  # raises a TierError, which the stack absorbs, and leaves the app's transaction usable.
+  def test_a_failing_statement_leaves_the_apps_transaction_usable
+    broken = SQL.new(connection_class: Record, table_name: "strata_missing_#{SecureRandom.hex(4)}")
+    Record.transaction do
+      @tier.set("in the app's transaction", "v")
+      assert_raises(Strata::TierError) { broken.get("k") }
+      assert_equal 1, Record.connection.select_value("SELECT 1"), "the app's next statement runs"
+    end
+    assert_equal "v", @tier.get("in the app's transaction"), "and its transaction commits"
+  end
+
   def test_close_leaves_the_apps_pool_alone
     @tier.close
     assert_predicate @tier, :closed?

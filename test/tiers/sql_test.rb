@@ -2,11 +2,17 @@
 
 require "test_helper"
 require "support/sql_tier_contract"
+require "timeout"
 
 # Tiers::SQL on its embedded SQLite file: the contract (SqlTierContract), then what only the
 # embedded database has: a file of its own, its pragmas, reopening, a busy lock, the options.
 class SqlTierTest < Minitest::Test
   include Strata::TestSupport::SqlTierContract
+
+  # Stands for an app's abstract class on a SQLite database of its own.
+  class AppRecord < ActiveRecord::Base
+    self.abstract_class = true
+  end
 
   def setup
     @dir = Strata::TestSupport.private_tmpdir
@@ -22,6 +28,25 @@ class SqlTierTest < Minitest::Test
 
   def build_tier(**options)
     tier = SQL.new(path: @path, **options)
+    @tiers << tier
+    tier
+  end
+
+  # This process's open descriptors on files whose path contains name.
+  def descriptors_on(name)
+    Dir.children("/proc/self/fd").count do |fd|
+      File.readlink("/proc/self/fd/#{fd}").include?(name)
+    rescue SystemCallError
+      false # closed meanwhile
+    end
+  end
+
+  # A tier on AppRecord's connection to a SQLite file of the app's; the test removes the
+  # connection.
+  def app_tier(**options)
+    AppRecord.establish_connection(adapter: "sqlite3", database: File.join(@dir, "app.sqlite3"))
+    SQL.create_table!(AppRecord)
+    tier = SQL.new(connection_class: AppRecord, **options)
     @tiers << tier
     tier
   end
@@ -125,22 +150,57 @@ class SqlTierTest < Minitest::Test
     assert_equal 1, tier.stats[:expired]
   end
 
-  # Stands for an app's abstract class on a SQLite database of its own.
-  class AppRecord < ActiveRecord::Base
-    self.abstract_class = true
+  # An interrupt (a Timeout that ran out while BEGIN waited for another writer's lock) lands just
+  # as BEGIN IMMEDIATE returns: the transaction is rolled back, and the pooled connection goes
+  # back without the write lock, so the other writers and this tier's next write carry on.
+  def test_an_interrupt_as_begin_returns_leaves_no_transaction_open
+    tier = build_tier(pool: 1, expire_every: 1) # every write runs a pass, in a transaction
+    tier.set("warm", "v")
+    pooled = tier.instance_variable_get(:@database).instance_variable_get(:@sqlite_pool).with { |db| db }
+    interrupts = 1
+    pooled.define_singleton_method(:execute) do |sql, *args|
+      result = super(sql, *args)
+      raise Timeout::Error, "interrupt after BEGIN" if sql.start_with?("BEGIN") && (interrupts -= 1) == 0
+      result
+    end
+    assert_raises(Timeout::Error) { tier.set("interrupted", "v") }
+
+    refute_predicate pooled, :transaction_active?
+    assert build_tier(busy_timeout: 0).set("other writer", "v"), "the write lock was let go"
+    assert tier.set("next", "v")
+    assert_nil tier.get("interrupted")
+  end
+
+  def test_a_tier_closed_before_its_first_call_raises_tier_errors
+    tier = build_tier
+    tier.close
+    [-> { tier.get("k") }, -> { tier.set("k", "v") }, -> { tier.set_multi({"k" => "v"}) }, -> { tier.delete("k") }].each do |call|
+      assert_raises(Strata::TierError, &call)
+    end
   end
 
   # On the app's own SQLite connection (connection_class:) the tier's statements run on the raw
   # SQLite handle, inside the app's transaction when there is one.
   def test_on_an_apps_sqlite_connection_writes_join_the_apps_transaction
-    AppRecord.establish_connection(adapter: "sqlite3", database: File.join(@dir, "app.sqlite3"))
-    SQL.create_table!(AppRecord)
-    tier = SQL.new(connection_class: AppRecord, expire_every: 1)
-    @tiers << tier
+    tier = app_tier(expire_every: 1)
     written = writes_through_app_transactions(AppRecord, tier)
     assert_equal({"kept" => "v", "dropped" => nil, "also dropped" => nil}, written)
     assert tier.set("outside", "v"), "and a write outside any transaction of the app's"
     assert_equal "v", tier.get("outside")
+  ensure
+    AppRecord.remove_connection
+  end
+
+  # Active Record closes an app's connections when it likes (reaping, reconnecting); the tier
+  # leaves no statement open on them that would keep the SQLite handle and its file open.
+  def test_on_an_apps_sqlite_connection_a_disconnect_closes_the_file
+    tier = app_tier
+    3.times do
+      tier.set("k", "v")
+      tier.get("k")
+      AppRecord.connection_pool.disconnect!
+    end
+    assert_equal 0, descriptors_on("app.sqlite3"), "descriptors still open on the app's database file"
   ensure
     AppRecord.remove_connection
   end

@@ -138,8 +138,7 @@ module Strata
 
       def get(key)
         check_key(key)
-        binds = [key_hash(key), binary(key), Entry.now]
-        rows = @database.run(:get) { |c| @database.select(c, :get, statements.get, binds) }
+        rows = @database.run(:get) { |c| @database.select(c, :get, statements.get, [key_hash(key), binary(key), Entry.now]) }
         count(rows.empty? ? :misses : :hits)
         rows.empty? ? nil : rows.first.first
       end
@@ -173,27 +172,27 @@ module Strata
       # its writes make due, as #set would run them. Every key and value is checked first, so bad
       # input writes nothing. A value over max_value_size is not written and its key's old row
       # is deleted; the rest are stored, and the call raises Strata::PartialError (caused by a
-      # ValueTooLargeError) with the results.
+      # ValueTooLargeError) with the results. Rows are written in key_hash order, so that two
+      # batches that share keys lock their rows in one order (PostgreSQL) and can't deadlock.
       def set_multi(entries, ttl: nil)
-        now = Entry.now
-        rows = entries.to_h do |key, bytes|
-          check_value(key, bytes)
-          [key, (bytes.bytesize > @max_value_size) ? nil : write_binds(key, bytes, ttl, now)]
-        end
-        return {} if rows.empty?
+        entries.each { |key, bytes| check_value(key, bytes) }
+        expires_in = check_ttl(ttl)
+        results = entries.to_h { |key, bytes| [key, bytes.bytesize <= @max_value_size] }
+        return {} if results.empty?
 
+        ordered = results.keys.map { |key| [key_hash(key), key] }.sort_by(&:first)
         @database.run(:set_multi) do |c|
+          now = Entry.now
           @database.transaction(c) do
-            rows.each do |key, binds|
-              next @database.write(c, :set_multi, statements.delete, [key_hash(key), binary(key)]) unless binds
+            ordered.each do |hash, key|
+              next @database.write(c, :set_multi, statements.delete, [hash, binary(key)]) unless results[key]
 
               expire(c) if write_due?
-              @database.write(c, :set_multi, statements.set, binds)
+              @database.write(c, :set_multi, statements.set, write_binds(key, entries[key], expires_in, now, hash))
             end
           end
         end
-        results = rows.transform_values { |binds| !binds.nil? }
-        refused = rows.filter_map { |key, binds| key unless binds }
+        refused = results.reject { |_, stored| stored }.keys
         count(:sets, results.size - refused.size)
         return results if refused.empty?
 
@@ -274,9 +273,10 @@ module Strata
         check_value(key, bytes)
         raise too_large(key, bytes) if bytes.bytesize > @max_value_size
 
-        binds = write_binds(key, bytes, ttl, Entry.now)
-        sql = statements.public_send(operation)
-        @database.run(operation) do |c|
+        expires_in = check_ttl(ttl)
+        @database.run(operation) do |c| # statements and binds read the dialect: a closed tier raises inside
+          binds = write_binds(key, bytes, expires_in, Entry.now)
+          sql = statements.public_send(operation)
           next @database.write(c, operation, sql, binds) unless write_due?
 
           # The pass and the write commit together, or neither does.
@@ -298,8 +298,8 @@ module Strata
       end
 
       # Binds of the set and add statements (see Statements).
-      def write_binds(key, bytes, ttl, now)
-        [key_hash(key), binary(key), binary(bytes), expires_at(ttl, now), now, key.bytesize + bytes.bytesize]
+      def write_binds(key, bytes, ttl, now, hash = key_hash(key))
+        [hash, binary(key), binary(bytes), expires_at(ttl, now), now, key.bytesize + bytes.bytesize]
       end
 
       # Rows [key, value] for up to Statements::MAX_IN_LIST binary keys.
@@ -379,6 +379,14 @@ module Strata
 
       def binary(string)
         @database.blob(string)
+      end
+
+      # ttl itself when it is nil or a finite number of seconds; else TypeError or ArgumentError.
+      def check_ttl(ttl)
+        return ttl if ttl.nil? || (ttl.is_a?(Numeric) && ttl.real? && ttl.finite?)
+        raise TypeError, "ttl must be a number of seconds or nil, not #{ttl.class}" unless ttl.is_a?(Numeric)
+
+        raise ArgumentError, "ttl must be a finite number of seconds, got #{ttl.inspect}"
       end
 
       def expires_at(ttl, now)

@@ -53,7 +53,7 @@ module Strata
         # TierError, both naming the database and operation.
         def run(operation, &)
           guarded(operation) do
-            @sqlite_pool ? @sqlite_pool.with(&) : @connection_class.connection_pool.with_connection(&)
+            @sqlite_pool ? @sqlite_pool.with(&) : @connection_class.connection_pool.with_connection { |c| isolated(c, &) }
           end
         end
 
@@ -91,17 +91,19 @@ module Strata
           return yield if app_transaction?(c)
 
           db = sqlite(c)
-          db.execute("BEGIN IMMEDIATE")
           committed = false
           begin
+            # Inside the begin: an interrupt that lands as BEGIN returns (a Timeout that ran out
+            # while it waited for the lock) still rolls back.
+            db.execute("BEGIN IMMEDIATE")
             result = yield
             db.execute("COMMIT")
             committed = true
             result
           ensure
             # Any exception, an interrupt included: nothing half-done is committed, and the pooled
-            # connection goes back without an open transaction.
-            db.execute("ROLLBACK") if !committed && db.transaction_active?
+            # connection goes back without an open transaction. A second interrupt waits.
+            Thread.handle_interrupt(Exception => :never) { db.execute("ROLLBACK") if db.transaction_active? } unless committed
           end
         end
 
@@ -168,6 +170,15 @@ module Strata
           c.is_a?(::SQLite3::Database) ? c : c.raw_connection
         end
 
+        # Inside a transaction the app opened on c, the block runs in a savepoint: a statement of
+        # the tier's that fails is undone alone, and the app's transaction stays usable
+        # (PostgreSQL refuses every statement of a transaction after its first error).
+        def isolated(c)
+          return yield(c) unless c.transaction_open?
+
+          c.transaction(requires_new: true) { yield c }
+        end
+
         # Whether c is an app's Active Record connection inside a transaction the app opened.
         def app_transaction?(c)
           !c.is_a?(::SQLite3::Database) && c.transaction_open?
@@ -182,9 +193,13 @@ module Strata
           defined?(::SQLite3::Exception) ? [::SQLite3::Exception] : []
         end
 
-        # Rows (arrays, in column order) of sql run with binds on c's SQLite connection.
+        # Rows (arrays, in column order) of sql run with binds on c's SQLite connection. The
+        # embedded pool's connections keep their statements prepared (the tier closes them). An
+        # app's connection gets a statement per call: Active Record may close it at any time
+        # (reaping, reconnecting), and SQLite keeps a handle with open statements alive.
         def native_rows(c, sql, binds)
-          statement = statement(sqlite(c), sql)
+          owned = c.is_a?(::SQLite3::Database)
+          statement = owned ? statement(c, sql) : sqlite(c).prepare(sql)
           statement.reset!
           binds.each_with_index { |bind, index| statement.bind_param(index + 1, bind) }
           rows = []
@@ -194,7 +209,8 @@ module Strata
           end
           rows
         ensure
-          statement&.reset! # a statement left mid-result would hold SQLite's read snapshot
+          # A statement left mid-result would hold SQLite's read snapshot.
+          owned ? statement&.reset! : statement&.close
         end
 
         def native_delete(c, sql)
