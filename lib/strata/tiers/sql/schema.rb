@@ -16,7 +16,7 @@ module Strata
       # On SQLite the id is a plain INTEGER PRIMARY KEY (the rowid), not Active Record's
       # AUTOINCREMENT: that keyword makes every insert also rewrite a page of sqlite_sequence, a
       # fifth of an insert's cost. Without it SQLite may reuse the id of a row deleted from the
-      # top of the table; the tier never relies on ids not being reused (see Statements).
+      # top of the table, so the tier reads ids and deletes them in one transaction (see Statements).
       #
       # The migration template (lib/generators/strata/sql/templates) writes the same table out in
       # full, as a migration must not change after it has run; a test holds the two equal. On
