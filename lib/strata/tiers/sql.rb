@@ -51,10 +51,12 @@ module Strata
     # Expired rows further back wait for their turn at the front, or for #cleanup.
     #
     # Sizing: a pass with max_size or max_entries set needs the table's totals. It counts them
-    # exactly while the ids span at most 20,000; past that it counts one random window of 5,000
-    # ids and scales up (Statements::EXACT_SPAN), so a pass reads a bounded number of rows on any
-    # table, and the bounds then hold to within that estimate. byte_size is key plus value bytes,
-    # without the database's per-row overhead and indexes.
+    # exactly while the ids span at most 20,000 or the table holds at most 2,000 rows. Past
+    # that it counts the newest 2,001 rows exactly and, below them, 20 random windows of 250
+    # ids, one in each twentieth of the remaining ids, scaled up (Statements::EXACT_SPAN). So a
+    # pass reads a bounded number of rows on any table, and the bounds hold to within that
+    # estimate. byte_size is key plus value bytes, without the database's per-row overhead and
+    # indexes.
     #
     # Thread and process safety: any thread of any process may call any method; each call checks
     # a connection out of the pool for its statements and returns it. A forked child opens its
@@ -326,31 +328,43 @@ module Strata
         end
       end
 
-      # [entries, bytes] of the table for an expiry pass. Exact while the ids span at most
-      # Statements::EXACT_SPAN; past that, one random window of SAMPLE_SPAN ids is counted and
-      # scaled to the whole span, so a pass never reads more than a window's rows. The estimate
-      # follows the table's density: rewrites and deletes leave id gaps, and a window over
-      # them counts fewer rows.
+      # [entries, bytes] of the table for an expiry pass: exact while the ids span at most
+      # Statements::EXACT_SPAN or the table holds at most EXACT_ROWS rows; otherwise an estimate.
+      # Rewrites move hot keys to the newest ids, so the span fills unevenly: dense at the top,
+      # sparser further down. So the estimate counts the newest rows exactly, and below them one
+      # window in each of SAMPLE_WINDOWS equal stretches, each scaled up to its stretch: no one
+      # dense stretch stands for the whole table, and every id is as likely to be counted.
       def totals_for_expiry(c)
         low, high = @database.select(c, :expire, statements.id_range).first
         return [0, 0] if low.nil?
+        return @database.select(c, :expire, statements.totals).first.map(&:to_i) if high - low < Statements::EXACT_SPAN
 
-        span = high - low + 1
-        return @database.select(c, :expire, statements.totals).first.map(&:to_i) if span <= Statements::EXACT_SPAN
+        entries, bytes, boundary = @database.select(c, :expire, statements.newest_totals).first.map(&:to_i)
+        return [entries, bytes] if entries <= Statements::EXACT_ROWS
 
-        # The window starts anywhere in the span and wraps around its end, so every id is as
-        # likely to be counted (the newest, densest ids included).
-        from = low + rand(span)
-        to = from + Statements::SAMPLE_SPAN
-        windows = (to <= high + 1) ? [[from, to]] : [[from, high + 1], [low, low + to - high - 1]]
-        entries = bytes = 0
-        windows.each do |window|
-          window_entries, window_bytes = @database.select(c, :expire, statements.window_totals, window).first
-          entries += window_entries.to_i
-          bytes += window_bytes.to_i
+        binds, scale = sample_ranges(low, boundary)
+        sampled_entries, sampled_bytes = @database.select(c, :expire, statements.sample_totals, binds).first
+        [entries + (sampled_entries.to_i * scale).round, bytes + (sampled_bytes.to_i * scale).round]
+      end
+
+      # [binds for Statements#sample_totals, scale] over the ids low...boundary. In each stretch,
+      # a window that starts anywhere in it and wraps around its end (two ranges then, else one
+      # and an empty one), clipped below boundary. When the windows would cover every id, one
+      # range counts them all.
+      def sample_ranges(low, boundary)
+        window = Statements::SAMPLE_WINDOW
+        windows = Statements::SAMPLE_WINDOWS
+        return [[low, boundary, *([0, 0] * (windows * 2 - 1))], 1] if boundary - low <= window * windows
+
+        stretch = (boundary - low).fdiv(windows).ceil
+        binds = Array.new(windows) do |index|
+          first = low + index * stretch
+          from = first + rand(stretch)
+          over = from + window - (first + stretch)
+          ranges = (over > 0) ? [from, first + stretch, first, first + over] : [from, from + window, 0, 0]
+          ranges.map { |id| [id, boundary].min }
         end
-        scale = span.fdiv(Statements::SAMPLE_SPAN)
-        [(entries * scale).round, (bytes * scale).round]
+        [binds.flatten, stretch.fdiv(window)]
       end
 
       def write_due?

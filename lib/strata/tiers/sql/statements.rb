@@ -22,14 +22,18 @@ module Strata
 
         INSERT_COLUMNS = "key_hash, key, value, expires_at, created_at, byte_size"
 
-        # An expiry pass counts the table exactly while its ids span at most this many; past that
-        # it counts one window of SAMPLE_SPAN ids and scales up (see SQL#totals_for_expiry), so a
-        # pass costs the same on a table of a thousand rows and of ten million.
+        # An expiry pass counts the table exactly while its ids span at most EXACT_SPAN, or while
+        # it holds at most EXACT_ROWS rows. Past both, it counts the newest EXACT_ROWS + 1 rows
+        # exactly, and below them SAMPLE_WINDOWS windows of SAMPLE_WINDOW ids, one in each equal
+        # stretch of the remaining ids, scaled up (see SQL#totals_for_expiry). So a pass reads a
+        # bounded number of rows on a table of any size.
         EXACT_SPAN = 20_000
-        SAMPLE_SPAN = 5_000
+        EXACT_ROWS = 2_000
+        SAMPLE_WINDOWS = 20
+        SAMPLE_WINDOW = 250
 
         attr_reader :get, :set, :add, :delete, :clear, :head, :totals, :max_id, :expired_ids, :id_range,
-          :window_totals
+          :newest_totals, :sample_totals
 
         # table: an identifier the caller validated; it is quoted here.
         def initialize(table, dialect, expiry_batch_size:)
@@ -81,9 +85,13 @@ module Strata
           @max_id = "SELECT COALESCE(MAX(id), 0) AS id FROM #{@table}"
           # The lowest and highest id: two index lookups (one query asking for both would scan).
           @id_range = "SELECT (SELECT MIN(id) FROM #{@table}), (SELECT MAX(id) FROM #{@table})"
-          # Binds: from id, below id. Rows: entries and bytes of the rows in that id window.
-          @window_totals = "SELECT COUNT(*), COALESCE(SUM(byte_size), 0) FROM #{@table} " \
-            "WHERE id >= #{bind(1)} AND id < #{bind(2)}"
+          # Entries, bytes and lowest id of the newest EXACT_ROWS + 1 rows (all rows, if fewer).
+          @newest_totals = "SELECT COUNT(*), COALESCE(SUM(byte_size), 0), MIN(id) " \
+            "FROM (SELECT id, byte_size FROM #{@table} ORDER BY id DESC LIMIT #{EXACT_ROWS + 1}) AS newest"
+          # Binds: 2 * SAMPLE_WINDOWS pairs of (from id, below id); an empty pair is (0, 0).
+          # Rows: entries and bytes of the rows in those id ranges, which never overlap.
+          ranges = (0...SAMPLE_WINDOWS * 2).map { |pair| "(id >= #{bind(pair * 2 + 1)} AND id < #{bind(pair * 2 + 2)})" }
+          @sample_totals = "SELECT COUNT(*), COALESCE(SUM(byte_size), 0) FROM #{@table} WHERE #{ranges.join(" OR ")}"
           # Binds: after id, up to id, now (ms), written before (ms; 0 when there is no max_age).
           # Rows: id, at most CLEANUP_STEP, in id order.
           @expired_ids = "SELECT id FROM #{@table} WHERE id > #{bind(1)} AND id <= #{bind(2)} " \
