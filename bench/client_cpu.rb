@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require_relative "cpu_sample"
+require_relative "runner"
 require_relative "stores"
 require_relative "workload"
 
@@ -36,36 +37,54 @@ module Strata
         stores = stores.select { |store| Stores::CLIENTS.include?(store::NAME) }
         return [] if cases.empty? || stores.empty?
 
-        @progress.puts "client CPU pass (#{@seconds} s per cell)"
+        @progress.puts "client CPU pass (#{@seconds} s per cell, in #{Runner::ROUNDS} alternating rounds)"
         cases.flat_map do |kase|
-          stores.map do |store_class|
-            sample = measure(kase, store_class)
-            @progress.puts format("  %-14s %-16s %s", kase.name, store_class::NAME, note(sample))
-            sample
+          measure_case(kase, stores).each do |sample|
+            @progress.puts format("  %-14s %-16s %s", kase.name, sample.store, note(sample))
           end
         end
       end
 
-      def measure(kase, store_class)
-        base = {store: store_class::NAME, case_name: kase.name}
-        store = store_class.new(@env)
-        workload = Workload.new(kase, store, prefix: "sb:#{@env.nonce}:cpu:#{store_class::NAME}").prepare
-        workload.run(WARMUP_CALLS)
-        GC.start
-        CpuSample.new(**base, **timed(workload))
-      rescue => e
-        CpuSample.new(**base, error: "#{e.class}: #{e.message.lines.first&.strip}")
+      # A CpuSample per store on kase. As in the ips matrix (Runner), the stores of a case are open
+      # together and take turns, Runner::ROUNDS times, so that a slow spell lands on all of them;
+      # a cell's figures are the sums of its rounds.
+      def measure_case(kase, stores)
+        cells = stores.to_h { |store_class| [store_class, open_cell(kase, store_class)] }
+        Runner::ROUNDS.times do
+          cells.each_value do |cell|
+            next if cell[:error]
+
+            GC.start
+            timed(cell[:workload], @seconds / Runner::ROUNDS).each { |figure, value| cell[figure] += value }
+          rescue => e
+            cell[:error] = "#{e.class}: #{e.message.lines.first&.strip}"
+          end
+        end
+        cells.map do |store_class, cell|
+          base = {store: store_class::NAME, case_name: kase.name}
+          cell[:error] ? CpuSample.new(**base, error: cell[:error]) : CpuSample.new(**base, **cell.slice(:ops, :cpu_s, :wall_s))
+        end
       ensure
-        store&.close
+        cells&.each_value { |cell| cell[:store]&.close }
+      end
+
+      def open_cell(kase, store_class)
+        cell = {ops: 0, cpu_s: 0.0, wall_s: 0.0}
+        cell[:store] = store_class.new(@env)
+        cell[:workload] = Workload.new(kase, cell[:store], prefix: "sb:#{@env.nonce}:cpu:#{store_class::NAME}").prepare
+        cell[:workload].run(WARMUP_CALLS)
+        cell
+      rescue => e
+        cell.merge(error: "#{e.class}: #{e.message.lines.first&.strip}")
       end
 
       private
 
-      def timed(workload)
+      def timed(workload, seconds)
         ops = 0
         wall_start = now
         cpu_start = cpu_now
-        deadline = wall_start + @seconds
+        deadline = wall_start + seconds
         while now < deadline
           workload.run(BATCH)
           ops += BATCH

@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require_relative "format"
+require_relative "runner"
 require_relative "stores"
 require_relative "text_table"
 
@@ -21,7 +22,7 @@ module Strata
 
       def render
         out = +""
-        out << "iterations per second (higher is better; ± is benchmark-ips' error; get_multi_100 counts calls of 100 keys)\n"
+        out << "iterations per second (higher is better; the median of #{Runner::ROUNDS} alternating rounds, ± half their spread; get_multi_100 counts calls of 100 keys)\n"
         out << table(["case", *@store_names], @case_names.map { |c| [c, *@store_names.map { |s| ips_cell(c, s) }] })
         ratio_stores.each { |strata| out << "\n" << ratio_table(strata) }
         out << notes
