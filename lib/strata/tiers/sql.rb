@@ -53,9 +53,9 @@ module Strata
     # Sizing: a pass with max_size or max_entries set needs the table's totals. It counts them
     # exactly while the ids span at most 20,000 or the table holds at most 2,000 rows. Past
     # that it counts the newest 2,001 rows exactly and, below them, 20 random windows of 250
-    # ids, one in each twentieth of the remaining ids, scaled up (Statements::EXACT_SPAN). So a
-    # pass reads a bounded number of rows on any table, and the bounds hold to within that
-    # estimate. byte_size is key plus value bytes, without the database's per-row overhead and
+    # ids, one in each twentieth of the remaining ids, scaled up (all of them when they are at
+    # most 5,000; see Statements::EXACT_ROWS). So a pass reads at most about 7,000 rows on any
+    # table, and the bounds hold to within that estimate. byte_size is key plus value bytes, without the database's per-row overhead and
     # indexes.
     #
     # Thread and process safety: any thread of any process may call any method; each call checks
