@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "benchmark/ips"
+require_relative "format"
 require_relative "result"
 require_relative "workload"
 
@@ -72,7 +73,7 @@ module Strata
         spread = (rounds.last - rounds.first) / 2.0 / median * 100
         Result.new(**base, ips: median, error_pct: spread, hit_pct: @workload.observed_hit_pct)
       rescue => e
-        Result.new(**base, error: "#{e.class}: #{e.message.lines.first&.strip}")
+        Result.new(**base, error: Format.error(e))
       end
 
       def close
@@ -83,7 +84,7 @@ module Strata
       private
 
       def fail_with(error)
-        @error = "#{error.class}: #{error.message.lines.first&.strip}"
+        @error = Format.error(error)
         close
       end
 

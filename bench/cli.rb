@@ -7,6 +7,7 @@ require_relative "cases"
 require_relative "client_cpu"
 require_relative "client_cpu_report"
 require_relative "environment"
+require_relative "format"
 require_relative "hit_ratio"
 require_relative "host_load"
 require_relative "json_report"
@@ -143,7 +144,7 @@ module Strata
           section = begin
             report_class.new(env, **settings).run
           rescue => e
-            {error: "#{e.class}: #{e.message.lines.first&.strip}"}
+            {error: Format.error(e)}
           end
           [name, section]
         end

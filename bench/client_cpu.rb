@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require_relative "cpu_sample"
+require_relative "format"
 require_relative "runner"
 require_relative "stores"
 require_relative "workload"
@@ -57,7 +58,7 @@ module Strata
             GC.start
             timed(cell[:workload], @seconds / Runner::ROUNDS).each { |figure, value| cell[figure] += value }
           rescue => e
-            cell[:error] = "#{e.class}: #{e.message.lines.first&.strip}"
+            cell[:error] = Format.error(e)
           end
         end
         cells.map do |store_class, cell|
@@ -75,7 +76,7 @@ module Strata
         cell[:workload].run(WARMUP_CALLS)
         cell
       rescue => e
-        cell.merge(error: "#{e.class}: #{e.message.lines.first&.strip}")
+        cell.merge(error: Format.error(e))
       end
 
       private

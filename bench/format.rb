@@ -2,9 +2,15 @@
 
 module Strata
   module Bench
-    # Number formats shared by the text table and the charts.
+    # Number formats shared by the text table and the charts, and the one-line form of an error
+    # that a cell or report prints instead of its figures.
     module Format
       module_function
+
+      # "Class: first line of the message".
+      def error(exception)
+        "#{exception.class}: #{exception.message.lines.first&.strip}"
+      end
 
       # 12345678 -> "12.3M"; three significant digits are all a benchmark can vouch for.
       def ips(value)

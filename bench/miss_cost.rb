@@ -56,7 +56,7 @@ module Strata
           "get_us_after_idle_gap_us" => idle_round_trips
         }
       rescue => e
-        {"skipped" => "measuring the SQLite read miss failed (#{e.class}: #{e.message.lines.first&.strip})"}
+        {"skipped" => "measuring the SQLite read miss failed (#{Format.error(e)})"}
       end
 
       def self.lines(section)
@@ -104,7 +104,7 @@ module Strata
         @progress.puts "miss cost: memcached gets after an idle gap"
         IdleRoundTrip.new(@env).run.transform_keys(&:to_s).transform_values { |us| us.round(1) }
       rescue => e
-        "#{e.class}: #{e.message.lines.first&.strip}"
+        Format.error(e)
       end
 
       def us(store)

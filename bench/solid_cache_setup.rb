@@ -1,5 +1,7 @@
 # frozen_string_literal: true
 
+require_relative "format"
+
 module Strata
   module Bench
     # Loads the solid_cache gem without a Rails app and points it at one SQLite file at a time.
@@ -46,7 +48,7 @@ module Strata
           @loaded = true
           nil
         rescue ScriptError, StandardError => e
-          "#{GEM} does not load (#{e.class}: #{e.message.lines.first&.strip})"
+          "#{GEM} does not load (#{Format.error(e)})"
         end
       end
 

@@ -1,5 +1,7 @@
 # frozen_string_literal: true
 
+require_relative "format"
+
 module Strata
   module Bench
     # Loads Strata's own code on demand, so a checkout where it does not load (the extension not
@@ -16,7 +18,7 @@ module Strata
             require feature
             nil
           rescue ScriptError, StandardError => e
-            "#{feature} does not load (#{e.class}: #{e.message.lines.first&.strip})"
+            "#{feature} does not load (#{Format.error(e)})"
           end
       end
 
@@ -25,7 +27,7 @@ module Strata
         yield
         nil
       rescue ScriptError, StandardError => e
-        "#{what} failed (#{e.class}: #{e.message.lines.first&.strip})"
+        "#{what} failed (#{Format.error(e)})"
       end
     end
   end
