@@ -89,9 +89,15 @@ module Strata
           @newest_totals = "SELECT COUNT(*), COALESCE(SUM(byte_size), 0), MIN(id) " \
             "FROM (SELECT id, byte_size FROM #{@table} ORDER BY id DESC LIMIT #{EXACT_ROWS + 1}) AS newest"
           # Binds: 2 * SAMPLE_WINDOWS pairs of (from id, below id); an empty pair is (0, 0).
-          # Rows: entries and bytes of the rows in those id ranges, which never overlap.
-          ranges = (0...SAMPLE_WINDOWS * 2).map { |pair| "(id >= #{bind(pair * 2 + 1)} AND id < #{bind(pair * 2 + 2)})" }
-          @sample_totals = "SELECT COUNT(*), COALESCE(SUM(byte_size), 0) FROM #{@table} WHERE #{ranges.join(" OR ")}"
+          # Rows: entries and bytes of the rows in those id ranges, which never overlap. One range
+          # count per pair, added up: on SQLite a third cheaper than one scan of the ranges OR'd,
+          # which first gathers and dedupes the rowids.
+          ranges = (0...SAMPLE_WINDOWS * 2).map do |pair|
+            "SELECT COUNT(*) AS entries, COALESCE(SUM(byte_size), 0) AS bytes FROM #{@table} " \
+              "WHERE id >= #{bind(pair * 2 + 1)} AND id < #{bind(pair * 2 + 2)}"
+          end
+          @sample_totals = "SELECT COALESCE(SUM(entries), 0), COALESCE(SUM(bytes), 0) " \
+            "FROM (#{ranges.join(" UNION ALL ")}) AS windows"
           # Binds: after id, up to id, now (ms), written before (ms; 0 when there is no max_age).
           # Rows: id, at most CLEANUP_STEP, in id order.
           @expired_ids = "SELECT id FROM #{@table} WHERE id > #{bind(1)} AND id <= #{bind(2)} " \
