@@ -31,9 +31,7 @@ class ResourcePoolTest < Minitest::Test
     assert_raises(Timeout::Error) { Timeout.timeout(0.01) { @pool.with { never.pop } } }
     thread = Thread.new { @pool.with { never.pop } }
     thread.report_on_exception = false
-    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 5
-    Thread.pass until thread.status == "sleep" || Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
-    assert_equal "sleep", thread.status, "the thread waits inside the pool"
+    wait_until_sleeping(thread)
     thread.raise(RuntimeError, "stop")
     assert_raises(RuntimeError) { thread.join }
 
@@ -41,6 +39,68 @@ class ResourcePoolTest < Minitest::Test
     ids = @pool.with { |first| @pool.with { |second| [first.id, second.id] } }
     assert_equal 2, ids.uniq.size, "both resources are free again"
     assert_equal 2, @made
+  end
+
+  def test_a_waiting_caller_gets_the_resource_given_back
+    pool = Strata::ResourcePool.new(size: 1, timeout: 30) { Resource.new(@made += 1, false) }
+    handed = Queue.new
+    release = Queue.new
+    holder = Thread.new do
+      pool.with do |resource|
+        handed << resource.id
+        release.pop
+      end
+    end
+    assert_equal 1, handed.pop
+    waiter = Thread.new { pool.with(&:id) }
+    wait_until_sleeping(waiter)
+    release << :go
+    assert_equal 1, waiter.value, "the waiter got the one resource once it was given back"
+    holder.join
+    assert_equal 1, @made
+  end
+
+  def test_threads_never_share_a_resource
+    pool = Strata::ResourcePool.new(size: 2, timeout: 30) { Resource.new(@made += 1, false) }
+    users = Hash.new(0)
+    lock = Mutex.new
+    shared = false
+    threads = Array.new(6) do
+      Thread.new do
+        2_000.times do
+          pool.with do |resource|
+            lock.synchronize { shared ||= (users[resource.id] += 1) > 1 }
+            Thread.pass
+            lock.synchronize { users[resource.id] -= 1 }
+          end
+        end
+      end
+    end
+    threads.each(&:join)
+    refute shared, "two threads held one resource at once"
+    assert_equal 2, @made
+  end
+
+  def test_a_failed_make_frees_its_place
+    failures = 1
+    pool = Strata::ResourcePool.new(size: 1, timeout: 0.05) do
+      raise IOError, "cannot open" if (failures -= 1) >= 0
+
+      Resource.new(@made += 1, false)
+    end
+    assert_raises(IOError) { pool.with { flunk "no resource was made" } }
+    assert_equal 1, pool.with(&:id), "the place the failed make took is free again"
+  end
+
+  def test_shutdown_closes_a_busy_resource_when_it_is_given_back
+    busy = nil
+    @pool.with do |resource|
+      busy = resource
+      @pool.shutdown { |closing| closing.closed = true }
+      refute busy.closed, "a busy resource is not closed under its user"
+    end
+    assert busy.closed, "closed once given back"
+    refute_same busy, @pool.with { |resource| resource }
   end
 
   def test_shutdown_closes_idle_resources_and_the_next_call_starts_afresh
@@ -58,5 +118,13 @@ class ResourcePoolTest < Minitest::Test
     status = reap(pid, 10)
     assert status&.success?, "the child got a resource of its own"
     assert_same parent, @pool.with { |resource| resource }, "the parent's resource stays the parent's"
+  end
+
+  private
+
+  def wait_until_sleeping(thread)
+    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 5
+    Thread.pass until thread.status == "sleep" || Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
+    assert_equal "sleep", thread.status, "the thread waits inside the pool"
   end
 end

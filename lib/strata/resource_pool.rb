@@ -2,10 +2,11 @@
 
 require "connection_pool"
 require "strata/fork_generation"
+require "strata/resource_pool/stock"
 
 module Strata
-  # A pool of connections for this process, on connection_pool's TimedStack: at most size of
-  # them, made on demand by the block given to new.
+  # A pool of connections for this process: at most size of them, made on demand by the block
+  # given to new, kept in a Stock (resource_pool/stock.rb).
   #
   # #with checks one out the way ConnectionPool#with does: interrupts (Timeout, Thread#raise) are
   # held off while a connection changes hands, so none can leak one, and let through while it is
@@ -18,8 +19,6 @@ module Strata
   class ResourcePool
     HOLD_INTERRUPTS = {Exception => :never}.freeze
     LET_INTERRUPTS = {Exception => :immediate}.freeze
-    # TimedStack#pop and #push default their options to a new Hash on every call.
-    NO_OPTIONS = {}.freeze
 
     # size: connections at most; timeout: seconds to wait for a free one before
     # ConnectionPool::TimeoutError; create: makes a connection.
@@ -30,25 +29,25 @@ module Strata
       @timeout = timeout
       @create = create
       @lock = Mutex.new
-      @stack = nil
+      @stock = nil
       @generation = nil
-      @inherited = [] # stacks of the processes this one was forked from
+      @inherited = [] # stocks of the processes this one was forked from
     end
 
     # Yields a connection, and returns the block's value.
     def with
-      stack = current_stack
+      stock = current_stock
       Thread.handle_interrupt(HOLD_INTERRUPTS) do
         conn = begin
-          stack.pop(@timeout, NO_OPTIONS)
+          stock.take(@timeout)
         rescue ConnectionPool::PoolShuttingDownError
-          stack = current_stack # #shutdown ran meanwhile: the next pool serves
-          stack.pop(@timeout, NO_OPTIONS)
+          stock = current_stock # #shutdown ran meanwhile: the next pool serves
+          stock.take(@timeout)
         end
         begin
           Thread.handle_interrupt(LET_INTERRUPTS) { yield conn }
         ensure
-          stack.push(conn, NO_OPTIONS)
+          stock.give(conn)
         end
       end
     end
@@ -56,29 +55,29 @@ module Strata
     # Closes every idle connection with the block, and each busy one as it is given back; the
     # next #with starts a fresh pool.
     def shutdown(&close)
-      stack = @lock.synchronize do
-        current = @stack
-        @stack = nil
+      stock = @lock.synchronize do
+        current = @stock
+        @stock = nil
         current
       end
-      stack&.shutdown(&close)
+      stock&.shutdown(&close)
       nil
     end
 
     private
 
-    # Lock-free once the stack exists: the hot path reads two instance variables.
-    def current_stack
-      stack = @stack
-      return stack if stack && @generation == ForkGeneration.current
+    # Lock-free once the stock exists: the hot path reads two instance variables.
+    def current_stock
+      stock = @stock
+      return stock if stock && @generation == ForkGeneration.current
 
       @lock.synchronize do
-        if @stack.nil? || @generation != ForkGeneration.current
-          @inherited << @stack if @stack && @generation != ForkGeneration.current
-          @stack = ConnectionPool::TimedStack.new(@size, &@create)
+        if @stock.nil? || @generation != ForkGeneration.current
+          @inherited << @stock if @stock && @generation != ForkGeneration.current
+          @stock = Stock.new(@size, @create)
           @generation = ForkGeneration.current
         end
-        @stack
+        @stock
       end
     end
   end
