@@ -57,4 +57,15 @@ class SqlExpiryTest < Minitest::Test
     refute_predicate expiry, :budgeted?
     assert_predicate expiry(max_size: 1), :budgeted?
   end
+
+  def test_upper_bounds_within_every_bound_are_within_budget
+    assert expiry(max_size: 100, max_entries: 10).within_budget?(10, 100)
+    refute expiry(max_size: 100, max_entries: 10).within_budget?(11, 100), "more rows than max_entries"
+    refute expiry(max_size: 100, max_entries: 10).within_budget?(10, 101), "more bytes than max_size"
+    assert expiry(max_entries: 10).within_budget?(10, nil), "no max_size: bytes don't matter"
+  end
+
+  def test_unknown_bytes_are_not_within_a_max_size
+    refute expiry(max_size: 100).within_budget?(1, nil)
+  end
 end

@@ -51,6 +51,39 @@ class SqlTierTest < Minitest::Test
     tier
   end
 
+  # The statements tier runs for expiry passes, as written.
+  def expiry_statements(tier)
+    run = []
+    tier.instance_variable_get(:@database).singleton_class.prepend(Module.new do
+      define_method(:select) do |c, operation, sql, *binds|
+        run << sql if operation == :expire
+        super(c, operation, sql, *binds)
+      end
+    end)
+    run
+  end
+
+  def test_a_pass_on_a_table_far_within_its_bounds_counts_no_rows
+    tier = build_tier(max_size: 64 << 20, max_entries: 100_000, expire_every: 1)
+    run = expiry_statements(tier)
+    60.times { |i| tier.set("key#{i}", "v" * 100) }
+    statements = tier.send(:statements)
+    refute_empty run
+    assert_empty run & [statements.totals, statements.newest_totals, statements.sample_totals],
+      "the id span and the file size were enough to know nothing is over budget"
+    assert_equal 60, tier.stats[:entries]
+  end
+
+  def test_a_file_over_max_size_has_its_rows_counted_and_the_oldest_go
+    tier = build_tier(max_size: 3_000, expire_every: 1)
+    run = expiry_statements(tier)
+    40.times { |i| tier.set("key#{i}", "v" * 100) }
+    assert_includes run, tier.send(:statements).totals, "a 3,000-byte bound is below any SQLite file"
+    assert_operator tier.stats[:bytes], :<=, 3_000 + 105
+    assert_nil tier.get("key0"), "the oldest row went"
+    assert_equal "v" * 100, tier.get("key39")
+  end
+
   def test_committed_entries_survive_close_and_reopen
     @tier.set("durable", "bytes\x00\xFF".b, ttl: 3600)
     @tier.set("gone", "v")

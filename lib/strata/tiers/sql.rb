@@ -328,15 +328,29 @@ module Strata
         end
       end
 
-      # [entries, bytes] of the table for an expiry pass: exact while the ids span at most
-      # Statements::EXACT_SPAN or the table holds at most EXACT_ROWS rows; otherwise an estimate.
-      # Rewrites move hot keys to the newest ids, so the span fills unevenly: dense at the top,
-      # sparser further down. So the estimate counts the newest rows exactly, and below them one
-      # window in each of SAMPLE_WINDOWS equal stretches, each scaled up to its stretch: no one
-      # dense stretch stands for the whole table, and every id is as likely to be counted.
+      # [entries, bytes] of the table for an expiry pass, or upper bounds of both when those are
+      # enough. The id span bounds the rows (ids are unique), and on SQLite the database file
+      # bounds the bytes. While both are within budget no row is over it, as with the true totals,
+      # so the pass counts nothing: a table far from its bounds, the common case, costs two index
+      # lookups and a header read instead of thousands of rows. Otherwise see #table_totals.
       def totals_for_expiry(c)
         low, high = @database.select(c, :expire, statements.id_range).first
         return [0, 0] if low.nil?
+
+        bytes_bound = statements.database_bytes && @database.select(c, :expire, statements.database_bytes).first.first
+        bounds = [high - low + 1, bytes_bound]
+        return bounds if @expiry.within_budget?(*bounds)
+
+        table_totals(c, low, high)
+      end
+
+      # [entries, bytes] of the table whose ids run from low to high: exact while they span at
+      # most Statements::EXACT_SPAN or the table holds at most EXACT_ROWS rows; otherwise an
+      # estimate. Rewrites move hot keys to the newest ids, so the span fills unevenly: dense at
+      # the top, sparser further down. So the estimate counts the newest rows exactly, and below
+      # them one window in each of SAMPLE_WINDOWS equal stretches, each scaled up to its stretch:
+      # no one dense stretch stands for the whole table, and every id is as likely to be counted.
+      def table_totals(c, low, high)
         return @database.select(c, :expire, statements.totals).first.map(&:to_i) if high - low < Statements::EXACT_SPAN
 
         entries, bytes, boundary = @database.select(c, :expire, statements.newest_totals).first.map(&:to_i)

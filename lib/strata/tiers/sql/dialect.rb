@@ -33,6 +33,13 @@ module Strata
             "(SELECT MAX(id) FROM #{table}) + 1"
           end
 
+          # A statement whose one value is the size of the whole database file in bytes, as this
+          # transaction sees it: an upper bound on the table's SUM(byte_size), since SQLite stores
+          # every key and value byte as it is. Two header reads, no table scan.
+          def database_bytes
+            "SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()"
+          end
+
           # A busy database (another writer held the lock past busy_timeout) may pass on retry.
           def retryable?(error)
             defined?(::SQLite3::BusyException) && error.cause.is_a?(::SQLite3::BusyException)
@@ -51,6 +58,12 @@ module Strata
           # The row proposed for insertion already drew the id sequence's next value.
           def next_id(_table)
             "excluded.id"
+          end
+
+          # None: PostgreSQL compresses large values (TOAST), so no relation size bounds the bytes
+          # written.
+          def database_bytes
+            nil
           end
 
           # Lock and statement timeouts arrive as Active Record's own classes (see SQL#translate).

@@ -25,6 +25,12 @@ module Strata
           !@max_size.nil? || !@max_entries.nil?
         end
 
+        # True when a table of at most entries rows and bytes bytes is within every bound; bytes
+        # nil (unknown) is within only when there is no max_size.
+        def within_budget?(entries, bytes)
+          (@max_entries.nil? || entries <= @max_entries) && (@max_size.nil? || (!bytes.nil? && bytes <= @max_size))
+        end
+
         # Rows last written before this (unix ms) have outlived max_age; nil without a max_age.
         def written_before(now)
           @max_age_ms && now - @max_age_ms

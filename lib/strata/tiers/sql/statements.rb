@@ -33,7 +33,7 @@ module Strata
         SAMPLE_WINDOW = 250
 
         attr_reader :get, :set, :add, :delete, :clear, :head, :totals, :max_id, :expired_ids, :id_range,
-          :newest_totals, :sample_totals
+          :newest_totals, :sample_totals, :database_bytes
 
         # table: an identifier the caller validated; it is quoted here.
         def initialize(table, dialect, expiry_batch_size:)
@@ -85,6 +85,9 @@ module Strata
           @max_id = "SELECT COALESCE(MAX(id), 0) AS id FROM #{@table}"
           # The lowest and highest id: two index lookups (one query asking for both would scan).
           @id_range = "SELECT (SELECT MIN(id) FROM #{@table}), (SELECT MAX(id) FROM #{@table})"
+          # Rows: the bytes of the whole database (an upper bound on the table's), or nil where the
+          # dialect has no such bound.
+          @database_bytes = @dialect.database_bytes
           # Entries, bytes and lowest id of the newest EXACT_ROWS + 1 rows (all rows, if fewer).
           @newest_totals = "SELECT COUNT(*), COALESCE(SUM(byte_size), 0), MIN(id) " \
             "FROM (SELECT id, byte_size FROM #{@table} ORDER BY id DESC LIMIT #{EXACT_ROWS + 1}) AS newest"
