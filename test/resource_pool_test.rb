@@ -26,6 +26,11 @@ class ResourcePoolTest < Minitest::Test
     assert_equal 2, @made
   end
 
+  def test_the_resource_given_back_last_is_taken_first
+    @pool.with { @pool.with { nil } } # 2 is given back, then 1
+    assert_equal [1, 1, 1], Array.new(3) { @pool.with(&:id) }, "a lone caller keeps one resource warm"
+  end
+
   def test_an_interrupt_in_the_block_gives_the_resource_back
     never = Queue.new # popped by nobody: a block that waits until it is interrupted
     assert_raises(Timeout::Error) { Timeout.timeout(0.01) { @pool.with { never.pop } } }
