@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "digest"
+require "strata/clock"
 require "strata/errors"
 require "strata/fill"
 
@@ -113,7 +114,7 @@ module Strata
     def host_single_flight(key, index, fill, info)
       tier = @tiers[index]
       lock = lock_key(key)
-      deadline = monotonic + @fill_wait
+      deadline = Clock.monotonic + @fill_wait
       interval = POLL_INTERVAL
       # Bound: fill_wait seconds of polls.
       loop do
@@ -124,7 +125,7 @@ module Strata
           # The previous holder may have filled and let go between our miss and our add.
           return safely(index, info) { tier.get(key) }
         end
-        return nil if monotonic > deadline
+        return nil if Clock.monotonic > deadline
 
         interval = pause(interval)
         bytes = safely(index, info) { tier.get(key) }
@@ -140,7 +141,7 @@ module Strata
       lease = safely(index, info) { tier.lease_get(key, lease_ttl: @fill_wait) }
       return nil unless lease
 
-      deadline = monotonic + @fill_wait
+      deadline = Clock.monotonic + @fill_wait
       interval = POLL_INTERVAL
       # Bound: fill_wait seconds of polls.
       loop do
@@ -153,7 +154,7 @@ module Strata
           fill.stale = lease.stale?
           return lease.value
         end
-        if monotonic > deadline
+        if Clock.monotonic > deadline
           fill.unleased = true
           return nil
         end
@@ -216,10 +217,6 @@ module Strata
       [(expires_at - Entry.now) / 1000.0, 0].max
     rescue CorruptError
       nil
-    end
-
-    def monotonic
-      Process.clock_gettime(Process::CLOCK_MONOTONIC)
     end
   end
 end

@@ -2,6 +2,7 @@
 
 require "digest/md5"
 require "zlib"
+require "strata/clock"
 require "strata/errors"
 
 module Strata
@@ -32,7 +33,7 @@ module Strata
         retry_after: 1.0,
         # Returns the current time in seconds; monotonic so that clock changes can't revive or bury a
         # server. Tests inject their own.
-        clock: -> { Process.clock_gettime(Process::CLOCK_MONOTONIC) }
+        clock: -> { Clock.monotonic }
       }.freeze
 
       # Points per MD5 digest: 16 bytes read as four 32-bit words.

@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "connection_pool"
+require "strata/clock"
 
 module Strata
   class ResourcePool
@@ -77,7 +78,7 @@ module Strata
       # Under @lock, with nothing idle: a resource given back within timeout seconds, or nil
       # after reserving a place for a new one (the caller makes it, without the lock).
       def wait_or_reserve(timeout)
-        deadline = monotonic + timeout
+        deadline = Clock.monotonic + timeout
         loop do # bound: each pass returns, raises, or waits until the deadline
           raise ConnectionPool::PoolShuttingDownError if @closer
 
@@ -88,7 +89,7 @@ module Strata
             return nil
           end
 
-          left = deadline - monotonic
+          left = deadline - Clock.monotonic
           raise ConnectionPool::TimeoutError, "no resource given back within #{timeout}s" if left <= 0
 
           @given_back.wait(@lock, left)
@@ -106,10 +107,6 @@ module Strata
             @given_back.signal
           end
         end
-      end
-
-      def monotonic
-        Process.clock_gettime(Process::CLOCK_MONOTONIC)
       end
     end
   end
