@@ -20,14 +20,19 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <sys/time.h>
 #include <time.h>
 
 enum {
     /* Room asked of the read buffer before each recv. */
     READ_CHUNK = 64 * 1024,
-    /* Strings are gathered in `out` up to this many bytes; a longer one is sent as it is. */
+    /* Short strings are gathered in `out` up to this many bytes before a send. */
     WRITE_BUFFER = 64 * 1024,
+    /* A string this long or longer (a value) is never copied: it leaves from its own bytes. */
+    STRAIGHT = 2048,
+    /* Pieces one send gathers (an iovec each): runs of `out` and uncopied strings. */
+    MAX_PARTS = 16,
     /* A reply line longer than this means the stream is not memcached's. */
     MAX_LINE = 64 * 1024,
     /* Buffers grown past this (a big value) are given back to it between requests. */
@@ -47,6 +52,14 @@ enum {
 /* memcached's largest item (its -I limit tops out at 1 GiB): a longer data block is not memcached's. */
 #define MAX_DATA_BLOCK (1024L * 1024 * 1024)
 
+/* A piece of what write queued: the next `len` bytes of `out`, or (straight) bytes
+ * [off, off + len) of the frozen string `str`, sent from its own memory. */
+typedef struct part {
+    VALUE str;
+    size_t off, len;
+    int straight;
+} part;
+
 typedef struct wire {
     VALUE io;
     int fd;
@@ -58,11 +71,18 @@ typedef struct wire {
     unsigned long receiving;
     double deadline;
     strata_bytes in, out;
+    /* What write queued and no send took yet, in order; out holds the bytes of the others. */
+    part parts[MAX_PARTS];
+    int nparts;
 } wire;
 
 static void wire_mark(void *p)
 {
-    rb_gc_mark(((wire *)p)->io);
+    wire *w = p;
+    rb_gc_mark(w->io);
+    for (int i = 0; i < w->nparts; i++) {
+        if (w->parts[i].straight) rb_gc_mark(w->parts[i].str);
+    }
 }
 
 static void wire_free(void *p)
@@ -269,33 +289,86 @@ static void wire_fill(wire *w)
     }
 }
 
-/* Sends the first n bytes of str, or of `out` when str is Qnil. */
-static void wire_send(wire *w, VALUE str, size_t n)
+/* Drops the first k bytes sent from the queued parts (and from `out`). */
+static void wire_sent(wire *w, size_t k)
 {
-    size_t done = 0;
-    while (done < n) {
-        const char *p = NIL_P(str) ? strata_bytes_head(&w->out) : RSTRING_PTR(str);
+    int done = 0;
+    while (done < w->nparts && k > 0) {
+        part *p = &w->parts[done];
+        size_t m = k < p->len ? k : p->len;
+        if (p->straight) p->off += m;
+        else strata_bytes_consume(&w->out, m);
+        p->len -= m;
+        k -= m;
+        if (p->len > 0) break;
+        done++;
+    }
+    memmove(w->parts, w->parts + done, (size_t)(w->nparts - done) * sizeof(part));
+    w->nparts -= done;
+}
+
+/* Sends every queued part, in order, one sendmsg per try. */
+static void wire_flush_out(wire *w)
+{
+    while (w->nparts > 0) {
+        /* Built afresh on every try: a wait below gives up the GVL. */
+        struct iovec iov[MAX_PARTS];
+        size_t gathered = 0;
+        for (int i = 0; i < w->nparts; i++) {
+            const part *p = &w->parts[i];
+            if (p->straight) {
+                iov[i].iov_base = RSTRING_PTR(p->str) + p->off;
+            } else {
+                iov[i].iov_base = strata_bytes_head(&w->out) + gathered;
+                gathered += p->len;
+            }
+            iov[i].iov_len = p->len;
+        }
         /* Two callers on one wire (a misuse) could have consumed `out` meanwhile. */
-        if (NIL_P(str) && strata_bytes_held(&w->out) < n) wire_raise("Idle", "wire used by two callers at once");
-        ssize_t k = send(w->fd, p + done, n - done, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (strata_bytes_held(&w->out) < gathered) wire_raise("Idle", "wire used by two callers at once");
+        struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)w->nparts};
+        ssize_t k = sendmsg(w->fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
         if (k >= 0) {
-            done += (size_t)k;
+            wire_sent(w, (size_t)k);
             continue;
         }
         if (errno == EINTR) continue;
-        if (errno != EAGAIN && errno != EWOULDBLOCK) rb_syserr_fail(errno, "send");
+        if (errno != EAGAIN && errno != EWOULDBLOCK) rb_syserr_fail(errno, "sendmsg");
         /* Not writable: the server may be waiting for its replies to be read. */
         if (wire_wait(w, RUBY_IO_READABLE | RUBY_IO_WRITABLE) & RUBY_IO_READABLE) wire_recv_ready(w);
     }
-    RB_GC_GUARD(str);
 }
 
-static void wire_flush_out(wire *w)
+/* Forgets every queued part (their bytes in `out` are cleared by the caller). */
+static void wire_drop_parts(wire *w)
 {
-    size_t n = strata_bytes_held(&w->out);
-    if (n == 0) return;
-    wire_send(w, Qnil, n);
-    strata_bytes_consume(&w->out, n);
+    w->nparts = 0;
+}
+
+/* Queues str after what is queued: a short one is copied into `out`, a long one stays where
+ * it is (a frozen view keeps its bytes if the caller changes the string). */
+static void wire_queue(wire *w, VALUE str)
+{
+    for (;;) {
+        size_t n = (size_t)RSTRING_LEN(str);
+        if (n == 0) return;
+        int straight = n >= STRAIGHT;
+        int joins_last = !straight && w->nparts > 0 && !w->parts[w->nparts - 1].straight;
+        if ((!joins_last && w->nparts == MAX_PARTS) || (!straight && strata_bytes_held(&w->out) + n > WRITE_BUFFER)) {
+            wire_flush_out(w); /* makes room, but may wait: measure str again */
+            continue;
+        }
+        if (straight) {
+            w->parts[w->nparts++] = (part){.str = rb_str_new_frozen(str), .off = 0, .len = n, .straight = 1};
+            return;
+        }
+        wire_reserve(&w->out, n);
+        memcpy(w->out.data + w->out.end, RSTRING_PTR(str), n);
+        w->out.end += n;
+        if (joins_last) w->parts[w->nparts - 1].len += n;
+        else w->parts[w->nparts++] = (part){.str = Qnil, .off = 0, .len = n, .straight = 0};
+        return;
+    }
 }
 
 /* Puts fd in blocking mode with a receive timeout of BLOCK_SLICE; 1 when both took. Sends and
@@ -316,6 +389,7 @@ static VALUE wire_attach(VALUE self, VALUE io)
     int fd = rb_io_descriptor(io);
     strata_bytes_clear(&w->in, KEEP);
     strata_bytes_clear(&w->out, KEEP);
+    wire_drop_parts(w);
     w->io = io;
     w->fd = fd;
     w->can_block = blocking_with_slice(fd);
@@ -333,6 +407,7 @@ static VALUE wire_detach(VALUE self)
     w->deadline = 0;
     strata_bytes_clear(&w->in, KEEP);
     strata_bytes_clear(&w->out, KEEP);
+    wire_drop_parts(w);
     return Qnil;
 }
 
@@ -356,30 +431,17 @@ static VALUE wire_stop(VALUE self)
     return Qnil;
 }
 
-/* write(*strings): queues strings in order. Strings gather in `out` while it stays within
- * WRITE_BUFFER bytes, so a command and a value of up to 64 KiB leave in one send; a longer
- * string is sent as it is, uncopied (a frozen view keeps its bytes if the caller changes it).
- * A flush may wait, and another thread may change the string meanwhile, so its length is read
- * again after any flush. */
+/* write(*strings): queues strings in order. Short ones are gathered in `out` (up to
+ * WRITE_BUFFER bytes), so a command and its CRLF cost no extra send; a string of STRAIGHT bytes
+ * or more (a value) is never copied, and leaves from its own bytes in the same sendmsg as the
+ * command around it. Nothing is sent until a read, a flush, or a full queue. */
 static VALUE wire_write(int argc, VALUE *argv, VALUE self)
 {
     wire *w = wire_active(self);
     for (int i = 0; i < argc; i++) {
         VALUE str = argv[i];
         StringValue(str);
-        size_t n = (size_t)RSTRING_LEN(str);
-        if (strata_bytes_held(&w->out) + n > WRITE_BUFFER) {
-            wire_flush_out(w); /* empties `out`, but may wait: measure str again */
-            n = (size_t)RSTRING_LEN(str);
-        }
-        if (strata_bytes_held(&w->out) + n <= WRITE_BUFFER) {
-            wire_reserve(&w->out, n);
-            memcpy(w->out.data + w->out.end, RSTRING_PTR(str), n);
-            w->out.end += n;
-        } else {
-            VALUE frozen = rb_str_new_frozen(str);
-            wire_send(w, frozen, (size_t)RSTRING_LEN(frozen));
-        }
+        wire_queue(w, str);
     }
     return Qnil;
 }

@@ -14,13 +14,17 @@
  *   receiving  a recv without the GVL is writing into `in` (its fork generation + 1, else 0).
  *   deadline   CLOCK_MONOTONIC seconds at which the current request gives up; 0 between requests.
  *   in         replies received and not yet parsed (byte_buffer.h).
- *   out        requests gathered and not yet sent.
+ *   out        short request strings gathered and not yet sent.
+ *   parts      what is queued to send, in order (at most 16): runs of `out`, and strings of
+ *              2 KiB or more (values) held as frozen views and never copied. A send is one
+ *              sendmsg with an iovec per part.
  *
  * INVARIANTS
  *   I/O happens only while attached and inside a request (deadline != 0); otherwise Wire::Idle.
- *   Bytes leave in the order they were written: a string too big for `out` is sent only after
- *   `out` is flushed. Every read flushes `out` first, so a reply is never awaited for a request
- *   that was not sent.
+ *   Bytes leave in the order they were written: parts are sent front to back, and a part is
+ *   dropped only once all its bytes went. Every read flushes the parts first, so a reply is never
+ *   awaited for a request that was not sent. A value goes to the socket from its own bytes (no
+ *   concatenation or copy); a command and its CRLF are copied into `out`.
  *   No call blocks past the deadline. A wait for a reply is a blocking recv without the GVL
  *   (the socket is put in blocking mode with SO_RCVTIMEO = 20 ms at attach) while 50 ms or more
  *   are left, and otherwise, or under a fiber scheduler, rb_io_wait with the time left. Both
@@ -45,12 +49,12 @@
  *   Memory follows the bytes that arrive: a data block is reserved for up to 1 MiB ahead, longer
  *   ones grow as they come, and one announced past memcached's 1 GiB item limit is refused
  *   (Wire::Malformed). A buffer that can't grow fails the stream, never NoMemoryError.
- *   A string being written is measured again after any flush (which may wait), and one too big
- *   for `out` is sent from a frozen view, so a caller's thread changing it can't make us read
- *   past its end.
+ *   A string being written is measured again after any flush (which may wait), and a long one
+ *   is queued as a frozen view (marked for the GC while queued), so a caller's thread changing
+ *   it can't make us read past its end or send bytes it wrote later.
  *   Misuse by two callers at once garbles the stream but never memory: consume is clamped, and
- *   a send checks that `out` still holds what it is sending.
- *   send and every recv but the blocking one use MSG_DONTWAIT (send also MSG_NOSIGNAL), so the
+ *   a send checks that `out` still holds what its parts say.
+ *   sendmsg and every recv but the blocking one use MSG_DONTWAIT (sendmsg also MSG_NOSIGNAL), so the
  *   descriptor's blocking mode matters to the blocking recv only.
  *   No lock is held anywhere here.
  */

@@ -64,6 +64,25 @@ class MetaWireTest < Minitest::Test
     assert_equal "abc", @wire.read_bytes(3)
   end
 
+  def test_short_and_long_strings_leave_in_the_order_written
+    pieces = Array.new(41) { |i| i.even? ? "s#{i}\r\n" : "L#{i}" * 3_000 } # more pieces than one send gathers
+    expected = pieces.join
+    reader = Thread.new { @theirs.read(expected.bytesize) } # ~200 KB: more than the socket buffers
+    @wire.start(5)
+    @wire.write(*pieces)
+    @wire.flush
+    assert_equal expected, reader.value
+  end
+
+  def test_a_long_string_changed_after_write_leaves_as_written
+    value = "v" * 5_000
+    @wire.start(5)
+    @wire.write("ms k 5000\r\n", value, "\r\n")
+    value.replace("w" * 5_000)
+    @wire.flush
+    assert_equal "ms k 5000\r\n#{"v" * 5_000}\r\n", @theirs.read(5_000 + 13)
+  end
+
   def test_second_caller_is_refused_while_a_recv_writes_the_buffer
     @wire.start(5)
     reader = waiting_reader

@@ -9,7 +9,8 @@ module Strata
     # invariants). Connection attaches it to each socket it opens and yields it to the block of
     # #request; the client's code writes commands into it and reads replies out of it:
     #
-    #   wire.write("mg ", key, " v\r\n")   # gathered in a 64 KiB buffer; a longer string goes as it is
+    #   wire.write("mg ", key, " v\r\n")   # queued: short strings are copied into one buffer,
+    #                                      # a string of 2 KiB or more (a value) never is
     #   wire.read_line                     # "VA 2" (sends what was written first)
     #   wire.read_bytes(2)                 # "hi", after checking the "\r\n" that follows it
     #
