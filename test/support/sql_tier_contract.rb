@@ -347,6 +347,14 @@ module Strata
         assert_equal "v", tier.get("e99")
       end
 
+      def test_expired_rows_go_under_max_entries_alone
+        tier = build_tier(max_entries: 100, max_size: nil, expiry_batch_size: 10, expire_every: 1)
+        insert_rows((1..3).map { |i| {key: "gone-#{i}", expires_at: Strata::Entry.now - 1_000} })
+
+        tier.set("kept", "v")
+        assert_equal 1, count_rows, "the expired rows went, the write stayed"
+      end
+
       def test_max_age_expires_old_rows_a_batch_at_a_time
         tier = build_tier(max_age: 60, expiry_batch_size: 10, expire_every: 1)
         insert_rows((1..15).map { |i| {key: "aged-#{i}", created_at: Strata::Entry.now - 61_000} })

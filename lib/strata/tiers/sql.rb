@@ -55,8 +55,9 @@ module Strata
     # that it counts the newest 2,001 rows exactly and, below them, 20 random windows of 250
     # ids, one in each twentieth of the remaining ids, scaled up (all of them when they are at
     # most 5,000; see Statements::EXACT_ROWS). So a pass reads at most about 7,000 rows on any
-    # table, and the bounds hold to within that estimate. byte_size is key plus value bytes, without the database's per-row overhead and
-    # indexes.
+    # table, and the bounds hold to within that estimate. Before any of that, upper bounds (the
+    # id span, and on SQLite the file size) that are within budget spare the count. byte_size is
+    # key plus value bytes, without the database's per-row overhead and indexes.
     #
     # Thread and process safety: any thread of any process may call any method; each call checks
     # a connection out of the pool for its statements and returns it. A forked child opens its
@@ -337,11 +338,19 @@ module Strata
         low, high = @database.select(c, :expire, statements.id_range).first
         return [0, 0] if low.nil?
 
-        bytes_bound = statements.database_bytes && @database.select(c, :expire, statements.database_bytes).first.first
-        bounds = [high - low + 1, bytes_bound]
+        bounds = [high - low + 1, bytes_bound(c)]
         return bounds if @expiry.within_budget?(*bounds)
 
         table_totals(c, low, high)
+      end
+
+      # An upper bound on the table's bytes: 0 without a max_size (they don't matter, and the
+      # pass subtracts from it), the database's size where the dialect has one, else nil.
+      def bytes_bound(c)
+        return 0 unless @expiry.max_size?
+        return nil unless statements.database_bytes
+
+        @database.select(c, :expire, statements.database_bytes).first.first
       end
 
       # [entries, bytes] of the table whose ids run from low to high: exact while they span at

@@ -25,6 +25,11 @@ module Strata
           !@max_size.nil? || !@max_entries.nil?
         end
 
+        # True when there is a bound on bytes (max_size).
+        def max_size?
+          !@max_size.nil?
+        end
+
         # True when a table of at most entries rows and bytes bytes is within every bound; bytes
         # nil (unknown) is within only when there is no max_size.
         def within_budget?(entries, bytes)
