@@ -4,9 +4,11 @@ require "test_helper"
 require "timeout"
 require "strata/resource_pool"
 require "support/child_processes"
+require "support/waiting"
 
 class ResourcePoolTest < Minitest::Test
   include Strata::TestSupport::ChildProcesses
+  include Strata::Waiting
 
   Resource = Struct.new(:id, :closed)
 
@@ -128,8 +130,6 @@ class ResourcePoolTest < Minitest::Test
   private
 
   def wait_until_sleeping(thread)
-    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 5
-    Thread.pass until thread.status == "sleep" || Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
-    assert_equal "sleep", thread.status, "the thread waits inside the pool"
+    assert wait_until(5) { thread.status == "sleep" }, "the thread waits inside the pool"
   end
 end
