@@ -46,8 +46,10 @@ class MetaClientFaultsTest < Minitest::Test
     assert_equal "in gutter", client.get(key)
 
     doomed.start
+    # Route first: a set made while the key still went to the gutter, followed by the retry delay
+    # running out, would count as recovered with "after" on the wrong server.
     recovered = wait_until(DEADLINE) do
-      client.set(key, "after") && client.ring.route(key) == [doomed.server, :primary]
+      client.ring.route(key) == [doomed.server, :primary] && client.set(key, "after")
     rescue Strata::TierError
       false # marked down again until the next retry_after
     end
