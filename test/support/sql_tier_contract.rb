@@ -498,7 +498,7 @@ module Strata
             fields.unshift(Integer(row.fetch(:id))) if ids
             "(#{fields.join(", ")}, #{c.quote(binary(key))}, #{c.quote(binary(value))})"
           end
-          columns = "#{"id, " if ids}key_hash, expires_at, created_at, byte_size, key, value"
+          columns = "#{"id, " if ids}key_hash, expires_at, created_at, byte_size, #{c.quote_column_name("key")}, value"
           values.each_slice(500) { |slice| c.execute("INSERT INTO #{table} (#{columns}) VALUES #{slice.join(", ")}") }
           # PostgreSQL's id sequence must move past ids given by hand, or the tier's next insert collides.
           if ids && c.adapter_name.match?(/postg/i)

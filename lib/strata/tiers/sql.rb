@@ -14,13 +14,13 @@ require "strata/tiers/sql/statements"
 
 module Strata
   module Tiers
-    # L3: the durable tier, one table in SQLite or PostgreSQL through Active Record (DESIGN
+    # L3: the durable tier, one table in SQLite, PostgreSQL or MySQL through Active Record (DESIGN
     # section 7). Load it with `require "strata/tiers/sql"`; it is the only part of Strata that
     # loads Active Record.
     #
     # When to use it: as the bottom tier, for entries that are expensive to rebuild and worth
     # keeping across restarts and deploys, or on its own as a cache shared by every process of a
-    # host (embedded) or of every host (PostgreSQL).
+    # host (embedded) or of every host (PostgreSQL, MySQL).
     #
     # Two ways to connect; pass exactly one:
     #
@@ -29,8 +29,9 @@ module Strata
     #     from the app's connections and transactions. The tier creates the file and its table.
     #
     #   SQL.new(connection_class: CacheRecord)
-    #     An Active Record class whose pool reaches PostgreSQL (or SQLite). Make the table first with
-    #     SQL.create_table!(CacheRecord) or the migration from `bin/rails generate strata:sql`.
+    #     An Active Record class whose pool reaches PostgreSQL, MySQL/MariaDB or SQLite. Make the
+    #     table first with SQL.create_table!(CacheRecord) or the migration from
+    #     `bin/rails generate strata:sql`.
     #     Prefer an abstract class of its own (`connects_to database: {writing: :cache}`) to
     #     ActiveRecord::Base: on the app's own pool, a cache write made inside an app transaction
     #     commits or rolls back with it. Give the database config connect_timeout and a
@@ -176,7 +177,7 @@ module Strata
       # input writes nothing. A value over max_value_size is not written and its key's old row
       # is deleted; the rest are stored, and the call raises Strata::PartialError (caused by a
       # ValueTooLargeError) with the results. Rows are written in key_hash order, so that two
-      # batches that share keys lock their rows in one order (PostgreSQL) and can't deadlock.
+      # batches that share keys lock their rows in one order (PostgreSQL, MySQL) and can't deadlock.
       def set_multi(entries, ttl: nil)
         entries.each { |key, bytes| check_value(key, bytes) }
         expires_in = check_ttl(ttl)
@@ -188,7 +189,7 @@ module Strata
           now = Entry.now
           @database.transaction(c) do
             ordered.each do |hash, key|
-              next @database.write(c, :set_multi, statements.delete, [hash, binary(key)]) unless results[key]
+              next remove(c, :set_multi, hash, binary(key), now) unless results[key]
 
               expire(c) if write_due?
               @database.write(c, :set_multi, statements.set, write_binds(key, entries[key], expires_in, now, hash))
@@ -205,7 +206,7 @@ module Strata
       end
 
       def add(key, bytes, ttl: nil)
-        return false if write(:add, key, bytes, ttl).empty?
+        return false unless write(:add, key, bytes, ttl)
 
         count(:sets)
         true
@@ -214,9 +215,9 @@ module Strata
       def delete(key)
         check_key(key)
         now = Entry.now
-        rows = @database.run(:delete) { |c| @database.write(c, :delete, statements.delete, [key_hash(key), binary(key)]) }
+        deleted = @database.run(:delete) { |c| remove(c, :delete, key_hash(key), binary(key), now) }
         count(:deletes)
-        rows.any? { |(expires_at)| expires_at == 0 || expires_at > now }
+        deleted
       end
 
       def clear
@@ -271,7 +272,7 @@ module Strata
 
       private
 
-      # set or add on key: the rows the statement returned (add: one when it stored).
+      # set or add on key: whether it stored (a set always does).
       def write(operation, key, bytes, ttl)
         check_value(key, bytes)
         raise too_large(key, bytes) if bytes.bytesize > @max_value_size
@@ -279,15 +280,39 @@ module Strata
         expires_in = check_ttl(ttl)
         @database.run(operation) do |c| # statements and binds read the dialect: a closed tier raises inside
           binds = write_binds(key, bytes, expires_in, Entry.now)
-          sql = statements.public_send(operation)
-          next @database.write(c, operation, sql, binds) unless write_due?
+          next stored?(c, operation, binds) unless write_due?
 
           # The pass and the write commit together, or neither does.
           @database.transaction(c) do
             expire(c)
-            @database.write(c, operation, sql, binds)
+            stored?(c, operation, binds)
           end
         end
+      end
+
+      # Runs the set or add statement with binds (#write_binds) on c: whether it stored.
+      def stored?(c, operation, binds)
+        if operation == :set || statements.returning?
+          rows = @database.write(c, operation, statements.public_send(operation), binds)
+          return operation == :set || !rows.empty? # add's RETURNING gives a row only when it stored
+        end
+        # Without ON CONFLICT (MySQL): free the row an add may take, then insert, which a live
+        # row refuses. Binds: key_hash, key, now.
+        @database.changed(c, :add, statements.add_vacate, binds.values_at(0, 1, 4))
+        @database.inserted?(c, :add, statements.add, binds)
+      end
+
+      # Deletes the row of key (bytes, with its hash) on c: whether it was live. An expired row is
+      # deleted too, and reported as nothing deleted.
+      def remove(c, operation, hash, key, now)
+        unless statements.returning?
+          return true if @database.changed(c, operation, statements.delete_live, [hash, key, now]) > 0
+
+          @database.changed(c, operation, statements.delete, [hash, key])
+          return false
+        end
+        rows = @database.write(c, operation, statements.delete, [hash, key])
+        rows.any? { |(expires_at)| expires_at == 0 || expires_at > now }
       end
 
       def check_value(key, bytes)
@@ -316,7 +341,7 @@ module Strata
 
       # One expiry pass (see Expiry) on connection c, inside a transaction: SQLite may give a
       # deleted row's id to the next insert, and the transaction's write lock keeps other writers
-      # out between reading the ids and deleting them. (PostgreSQL never reuses an id.)
+      # out between reading the ids and deleting them. (PostgreSQL and InnoDB never reuse an id.)
       def expire(c)
         head = @database.select(c, :expire, statements.head)
         entries, bytes = (@expiry.budgeted? && !head.empty?) ? totals_for_expiry(c) : [0, 0]

@@ -4,8 +4,9 @@ module Strata
   module Tiers
     class SQL
       # The SQL tier's face on Active Record: checking connections out of a class's pool, running
-      # statements with bind parameters (prepared where the adapter prepares), decoding the rows,
-      # and turning every database error into a Strata::TierError. No models: the tier's hot path
+      # statements with bind parameters (prepared where the adapter prepares; on MySQL quoted into
+      # the text, see Dialect::MySQL), decoding the rows, and turning every database error into a
+      # Strata::TierError. No models: the tier's hot path
       # allocates no records.
       #
       # On SQLite the statements run on the pooled connection's own SQLite3::Database, prepared
@@ -67,6 +68,7 @@ module Strata
         def select(c, operation, sql, binds = NO_BINDS)
           return native_rows(c, sql, binds) if native?
 
+          sql, binds = in_text(c, sql, binds) if dialect.binds_in_text?
           result = if c.query_cache_enabled
             c.uncached { c.select_all(sql, name(operation), binds, preparable: true) }
           else
@@ -79,7 +81,25 @@ module Strata
         def write(c, operation, sql, binds)
           return native_rows(c, sql, binds) if native?
 
+          sql, binds = in_text(c, sql, binds) if dialect.binds_in_text?
           decoded(c.exec_query(sql, name(operation), binds, prepare: true))
+        end
+
+        # The number of rows a writing statement changed. For the dialects without RETURNING (never
+        # the embedded SQLite file).
+        def changed(c, operation, sql, binds)
+          sql, binds = in_text(c, sql, binds) if dialect.binds_in_text?
+          c.exec_update(sql, name(operation), binds)
+        end
+
+        # Runs an INSERT: false when a row with its unique key_hash is there (the database refused
+        # it), else true. For the dialects without ON CONFLICT. On MySQL a refused statement leaves
+        # the transaction around it usable.
+        def inserted?(c, operation, sql, binds)
+          changed(c, operation, sql, binds)
+          true
+        rescue ActiveRecord::RecordNotUnique
+          false
         end
 
         # Runs the block in one transaction on c, and returns its value: committed when the block
@@ -191,6 +211,14 @@ module Strata
 
         def native_errors
           defined?(::SQLite3::Exception) ? [::SQLite3::Exception] : []
+        end
+
+        # [sql with each ? replaced by its bind, quoted by c; no binds]. Statements has no other ?.
+        def in_text(c, sql, binds)
+          raise ArgumentError, "#{binds.size} binds for #{sql.count("?")} placeholders" unless sql.count("?") == binds.size
+
+          index = -1
+          [sql.gsub("?") { c.quote(binds[index += 1]) }, NO_BINDS]
         end
 
         # Rows (arrays, in column order) of sql run with binds on c's SQLite connection. The

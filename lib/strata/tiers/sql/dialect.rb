@@ -3,21 +3,42 @@
 module Strata
   module Tiers
     class SQL
-      # What differs between the databases the SQL tier runs on. The rest of its SQL (upserts with
-      # ON CONFLICT ... DO UPDATE ... WHERE, RETURNING, IN lists) reads the same on SQLite 3.35+
-      # and PostgreSQL 9.5+, so Statements writes it once.
+      # What differs between the databases the SQL tier runs on. Its upserts (ON CONFLICT ... DO
+      # UPDATE ... WHERE, RETURNING) read the same on SQLite 3.35+ and PostgreSQL 9.5+. MySQL and
+      # MariaDB have neither, so Statements writes their set, add and delete another way (see
+      # #returning?); the rest of the SQL (IN lists, ranges, derived tables) is common to all.
       module Dialect
         # The dialect for an Active Record adapter name; ArgumentError for a database the tier
-        # does not speak (MySQL has no RETURNING and another upsert syntax).
+        # does not speak.
         def self.for(adapter)
           case adapter.to_s
           when "sqlite3" then SQLite.new
           when "postgresql", "postgis" then PostgreSQL.new
-          else raise ArgumentError, "Strata::Tiers::SQL runs on SQLite and PostgreSQL, not #{adapter.inspect}"
+          when "trilogy", "mysql2" then MySQL.new
+          else raise ArgumentError, "Strata::Tiers::SQL runs on SQLite, PostgreSQL and MySQL/MariaDB, not #{adapter.inspect}"
           end
         end
 
-        class SQLite
+        # What SQLite and PostgreSQL share.
+        class Standard
+          # name, a plain identifier the caller validated, quoted the SQL standard's way.
+          def quote(name)
+            %("#{name}")
+          end
+
+          # Whether INSERT ... ON CONFLICT and RETURNING are there: set, add and delete are then
+          # one statement each.
+          def returning?
+            true
+          end
+
+          # Whether bind values must be written into the statement's text (see MySQL).
+          def binds_in_text?
+            false
+          end
+        end
+
+        class SQLite < Standard
           def name
             "sqlite"
           end
@@ -46,7 +67,7 @@ module Strata
           end
         end
 
-        class PostgreSQL
+        class PostgreSQL < Standard
           def name
             "postgresql"
           end
@@ -67,6 +88,46 @@ module Strata
           end
 
           # Lock and statement timeouts arrive as Active Record's own classes (see SQL#translate).
+          def retryable?(_error)
+            false
+          end
+        end
+
+        # MySQL and MariaDB, through Active Record's trilogy or mysql2 adapter. No RETURNING and
+        # no ON CONFLICT: a set is a REPLACE (which deletes the old row and inserts a new one, so
+        # a rewrite takes a new id as the FIFO needs), an add a plain INSERT that a live row
+        # refuses, and a delete counts the rows it removed.
+        class MySQL
+          def name
+            "mysql"
+          end
+
+          # KEY is a reserved word there.
+          def quote(name)
+            "`#{name}`"
+          end
+
+          def placeholder(_index)
+            "?"
+          end
+
+          def returning?
+            false
+          end
+
+          # The trilogy adapter sends a statement's text as it is and drops its binds, so the
+          # tier writes each value in, quoted by the connection (see Database).
+          def binds_in_text?
+            true
+          end
+
+          # None: InnoDB's files hold free pages, indexes and undo, and no cheap bound on the
+          # table's bytes comes from them.
+          def database_bytes
+            nil
+          end
+
+          # Deadlocks and lock waits arrive as Active Record's own classes (see SQL#translate).
           def retryable?(_error)
             false
           end

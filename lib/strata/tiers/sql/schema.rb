@@ -4,7 +4,8 @@ module Strata
   module Tiers
     class SQL
       # The SQL tier's one table (DESIGN section 7), through Active Record's schema statements so
-      # that each database gets its own types: bigint, blob on SQLite and bytea on PostgreSQL.
+      # that each database gets its own types: bigint, blob on SQLite, bytea on PostgreSQL and
+      # longblob on MySQL (whose plain blob holds 64 KiB, less than max_value_size's default).
       #
       #   id          the FIFO position: a rewrite takes a new id (see Statements)
       #   key_hash    signed 64-bit hash of the key, unique: the upsert's conflict target
@@ -24,6 +25,8 @@ module Strata
       module Schema
         # Active Record's SQLite primary key without AUTOINCREMENT.
         SQLITE_ROWID = "integer PRIMARY KEY NOT NULL"
+        # The limit that makes Active Record's MySQL binary column a LONGBLOB.
+        MYSQL_VALUE_LIMIT = 16 * 1024 * 1024
 
         module_function
 
@@ -31,6 +34,7 @@ module Strata
         def create(connection, table_name)
           sqlite = connection.adapter_name.match?(/sqlite/i)
           key = sqlite ? {id: false} : {} # else Active Record's own id column
+          value = mysql?(connection) ? {limit: MYSQL_VALUE_LIMIT} : {}
           connection.create_table(table_name, **key, if_not_exists: true) do |t|
             t.column :id, SQLITE_ROWID if sqlite
             t.bigint :key_hash, null: false
@@ -38,9 +42,14 @@ module Strata
             t.bigint :created_at, null: false
             t.integer :byte_size, null: false
             t.binary :key, null: false
-            t.binary :value, null: false
+            t.binary :value, null: false, **value
           end
           connection.add_index(table_name, :key_hash, unique: true, if_not_exists: true)
+        end
+
+        # Whether connection is MySQL's or MariaDB's (the trilogy or mysql2 adapter).
+        def mysql?(connection)
+          connection.adapter_name.match?(/mysql|trilogy/i)
         end
       end
     end

@@ -5,8 +5,9 @@ module Strata
     class SQL
       # Every statement the SQL tier runs, as text built once per tier for its table and dialect.
       # Pure: nothing here touches a connection. Values always travel as bind parameters, in the
-      # order each method's comment gives; only integers the tier read from the table itself (ids)
-      # and its own validated numbers (batch sizes) are written into the text.
+      # order each method's comment gives (on MySQL, Database quotes them into the text); only
+      # integers the tier read from the table itself (ids) and its own validated numbers (batch
+      # sizes) are written in here.
       #
       # A rewrite (set, or add over an expired or colliding row) gives the row a new id, so the
       # FIFO order by id is the order of last writes. SQLite may hand the id of a row deleted from
@@ -20,8 +21,6 @@ module Strata
         # cleanup deletes in steps of this many rows, each its own short statement.
         CLEANUP_STEP = 1000
 
-        INSERT_COLUMNS = "key_hash, key, value, expires_at, created_at, byte_size"
-
         # An expiry pass counts the table exactly while its ids span at most EXACT_SPAN, or while
         # it holds at most EXACT_ROWS rows. Past both, it counts the newest EXACT_ROWS + 1 rows
         # exactly, and below them SAMPLE_WINDOWS windows of SAMPLE_WINDOW ids, one in each equal
@@ -32,15 +31,24 @@ module Strata
         SAMPLE_WINDOWS = 20
         SAMPLE_WINDOW = 250
 
-        attr_reader :get, :set, :add, :delete, :clear, :head, :totals, :max_id, :expired_ids, :id_range,
-          :newest_totals, :sample_totals, :database_bytes
+        attr_reader :get, :set, :add, :add_vacate, :delete, :delete_live, :clear, :head, :totals, :max_id,
+          :expired_ids, :id_range, :newest_totals, :sample_totals, :database_bytes
 
         # table: an identifier the caller validated; it is quoted here.
         def initialize(table, dialect, expiry_batch_size:)
-          @table = %("#{table}")
           @dialect = dialect
+          @table = dialect.quote(table)
+          @key = dialect.quote("key")
+          @columns = "key_hash, #{@key}, value, expires_at, created_at, byte_size"
           @get_multi = {}
           build(expiry_batch_size)
+          dialect.returning? ? build_upserts : build_mysql_writes
+        end
+
+        # Whether set, add and delete are the one-statement upserts with RETURNING (SQLite,
+        # PostgreSQL), else the MySQL forms (see #build_mysql_writes).
+        def returning?
+          @dialect.returning?
         end
 
         # Binds: the key_hashes (count of them, padded to an IN_LIST_SIZES length), then now (ms).
@@ -63,21 +71,13 @@ module Strata
 
         def build(batch)
           # Binds: key_hash, key, now (ms). Rows: value.
-          @get = "SELECT value FROM #{@table} WHERE key_hash = #{bind(1)} AND key = #{bind(2)} " \
+          @get = "SELECT value FROM #{@table} WHERE key_hash = #{bind(1)} AND #{@key} = #{bind(2)} " \
             "AND (expires_at = 0 OR expires_at > #{bind(3)})"
           IN_LIST_SIZES.each do |size|
             hashes = (1..size).map { |index| bind(index) }.join(", ")
-            @get_multi[size] = "SELECT key, value FROM #{@table} WHERE key_hash IN (#{hashes}) " \
+            @get_multi[size] = "SELECT #{@key}, value FROM #{@table} WHERE key_hash IN (#{hashes}) " \
               "AND (expires_at = 0 OR expires_at > #{bind(size + 1)})"
           end
-          # Binds: key_hash, key, value, expires_at, created_at (now, ms), byte_size.
-          @set = upsert
-          # Same binds; a row comes back when stored. An existing row gives way only to another
-          # key (a hash collision: the slot goes to the newer key) or when it has expired.
-          @add = "#{upsert} WHERE #{@table}.key <> excluded.key " \
-            "OR (#{@table}.expires_at <> 0 AND #{@table}.expires_at <= excluded.created_at) RETURNING id"
-          # Binds: key_hash, key. Rows: expires_at of the row removed.
-          @delete = "DELETE FROM #{@table} WHERE key_hash = #{bind(1)} AND key = #{bind(2)} RETURNING expires_at"
           @clear = "DELETE FROM #{@table}"
           # The front of the FIFO: the next candidates of an expiry pass.
           @head = "SELECT id, byte_size, expires_at, created_at FROM #{@table} ORDER BY id LIMIT #{Integer(batch)}"
@@ -108,12 +108,44 @@ module Strata
             "ORDER BY id LIMIT #{CLEANUP_STEP}"
         end
 
+        # SQLite and PostgreSQL.
+        def build_upserts
+          # Binds: key_hash, key, value, expires_at, created_at (now, ms), byte_size.
+          @set = upsert
+          # Same binds; a row comes back when stored. An existing row gives way only to another
+          # key (a hash collision: the slot goes to the newer key) or when it has expired.
+          @add = "#{upsert} WHERE #{@table}.#{@key} <> excluded.#{@key} " \
+            "OR (#{@table}.expires_at <> 0 AND #{@table}.expires_at <= excluded.created_at) RETURNING id"
+          # Binds: key_hash, key. Rows: expires_at of the row removed.
+          @delete = "DELETE FROM #{@table} WHERE key_hash = #{bind(1)} AND #{@key} = #{bind(2)} RETURNING expires_at"
+        end
+
         def upsert
           values = (1..6).map { |index| bind(index) }.join(", ")
-          "INSERT INTO #{@table} (#{INSERT_COLUMNS}) VALUES (#{values}) " \
-            "ON CONFLICT (key_hash) DO UPDATE SET id = #{@dialect.next_id(@table)}, key = excluded.key, " \
+          "INSERT INTO #{@table} (#{@columns}) VALUES (#{values}) " \
+            "ON CONFLICT (key_hash) DO UPDATE SET id = #{@dialect.next_id(@table)}, #{@key} = excluded.#{@key}, " \
             "value = excluded.value, expires_at = excluded.expires_at, created_at = excluded.created_at, " \
             "byte_size = excluded.byte_size"
+        end
+
+        # MySQL and MariaDB: no RETURNING, so the tier reads what a write did from the rows it
+        # changed, and an add takes two statements.
+        def build_mysql_writes
+          values = (1..6).map { |index| bind(index) }.join(", ")
+          # Binds: key_hash, key, value, expires_at, created_at (now, ms), byte_size. REPLACE
+          # deletes the key_hash's row and inserts a new one, with a new id.
+          @set = "REPLACE INTO #{@table} (#{@columns}) VALUES (#{values})"
+          # Binds: key_hash, key, now (ms). Removes the row an add may take: another key's (a hash
+          # collision) or an expired one.
+          @add_vacate = "DELETE FROM #{@table} WHERE key_hash = #{bind(1)} AND (#{@key} <> #{bind(2)} " \
+            "OR (expires_at <> 0 AND expires_at <= #{bind(3)}))"
+          # Binds as set's. After add_vacate, a row still there is live and refuses the insert (a
+          # duplicate key error, which SQL#add reads as not stored).
+          @add = "INSERT INTO #{@table} (#{@columns}) VALUES (#{values})"
+          # Binds: key_hash, key. Rows changed: whether a row went.
+          @delete = "DELETE FROM #{@table} WHERE key_hash = #{bind(1)} AND #{@key} = #{bind(2)}"
+          # Binds: key_hash, key, now (ms). Rows changed: whether a live row went.
+          @delete_live = "#{@delete} AND (expires_at = 0 OR expires_at > #{bind(3)})"
         end
 
         def bind(index)
