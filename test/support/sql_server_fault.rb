@@ -1,0 +1,59 @@
+# frozen_string_literal: true
+
+require "strata/tiers/sql"
+require "support/waiting"
+
+module Strata
+  module TestSupport
+    # The SQL tier when its database server dies under it, for each server the tier is tested on.
+    # A test class that includes it starts a throwaway server of its own in setup (the shared one
+    # stays up), sets @server (which answers crash and restart) and @tier (a Tiers::SQL on it),
+    # and defines server_label, the adapter name error messages carry.
+    module SqlServerFault
+      include Strata::Waiting
+
+      # Seconds an operation may take to fail against a dead server, and to come back after a restart.
+      BOUND = 10
+
+      def test_a_crashed_server_raises_tier_errors_and_keeps_what_was_committed
+        keys = (1..20).map { |i| "committed-#{i}" }
+        keys.each { |key| assert @tier.set(key, "value of #{key}") }
+
+        @server.crash
+        operations = {
+          get: -> { @tier.get(keys.first) },
+          get_multi: -> { @tier.get_multi(keys) },
+          set: -> { @tier.set("during", "v") },
+          add: -> { @tier.add("during", "v") },
+          delete: -> { @tier.delete(keys.last) },
+          cleanup: -> { @tier.cleanup }
+        }
+        operations.each do |name, operation|
+          started = monotonic
+          error = assert_raises(Strata::TierError, name) { operation.call }
+          assert_operator monotonic - started, :<, BOUND, "#{name} failed within #{BOUND}s"
+          assert_equal :l3, error.tier
+          assert_match(/Strata L3 #{server_label}/, error.message)
+        end
+
+        @server.restart
+        back = wait_until(BOUND) do
+          @tier.get(keys.first)
+        rescue Strata::TierError
+          nil
+        end
+        assert_equal "value of #{keys.first}", back, "operations resume after the restart"
+        assert_equal keys.to_h { |key| [key, "value of #{key}"] }, @tier.get_multi(keys), "every committed entry survived"
+        assert_nil @tier.get("during"), "nothing was written while the server was down"
+        assert @tier.set("after", "v")
+        assert_equal "v", @tier.get("after")
+      end
+
+      private
+
+      def monotonic
+        Process.clock_gettime(Process::CLOCK_MONOTONIC)
+      end
+    end
+  end
+end
