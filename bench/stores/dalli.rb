@@ -28,6 +28,12 @@ module Strata
 
         def write(key, value)
           @client.set(key, value, 0, RAW)
+        rescue Dalli::DalliError => e
+          # Dalli's message drops the reason ("Response error: SERVER_ERROR"); for these sets it
+          # is memory, a refused write (see MemcachedClient#write).
+          raise unless e.message.end_with?("SERVER_ERROR")
+
+          false
         end
       end
     end

@@ -13,8 +13,16 @@ module Strata
           @client.get(key)
         end
 
+        # A write memcached answers "SERVER_ERROR out of memory storing object" (it found nothing
+        # to evict in that item size's slabs, which a full run's mix of sizes can bring about) is
+        # a refused write, false, as raw_socket and MemCacheStore count it, not a failed cell.
+        # The hit-ratio check still reports the keys it lost.
         def write(key, value)
           @client.set(key, value)
+        rescue => e
+          raise unless out_of_memory?(e)
+
+          false
         end
 
         def read_multi(keys)
@@ -23,6 +31,13 @@ module Strata
 
         def close
           @client.close
+        end
+
+        private
+
+        # Whether error is the client's way of saying the server ran out of memory for a write.
+        def out_of_memory?(error)
+          error.message.include?("out of memory")
         end
       end
     end
