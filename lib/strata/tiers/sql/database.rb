@@ -6,8 +6,7 @@ module Strata
       # The SQL tier's face on Active Record: checking connections out of a class's pool, running
       # statements with bind parameters (prepared where the adapter prepares; on MySQL quoted into
       # the text, see Dialect::MySQL), decoding the rows, and turning every database error into a
-      # Strata::TierError. No models: the tier's hot path
-      # allocates no records.
+      # Strata::TierError. No models: the tier's hot path allocates no records.
       #
       # On SQLite the statements run on the pooled connection's own SQLite3::Database, prepared
       # once per connection: Active Record's statement path (logging, type casting, result
