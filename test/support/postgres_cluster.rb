@@ -1,25 +1,15 @@
 # frozen_string_literal: true
 
-require "open3"
-require "tmpdir"
-require "fileutils"
-require "support/memcached_process"
+require "support/scripted_server"
 
 module Strata
   module TestSupport
     # PostgreSQL for the SQL tier's tests. bin/test starts one shared server and exports its URL as
     # STRATA_POSTGRES_URL; a test that stops a server starts a throwaway cluster of its own here,
     # through script/postgres (which bounds every wait).
-    class PostgresCluster
+    class PostgresCluster < ScriptedServer
       SCRIPT = File.expand_path("../../script/postgres", __dir__)
-
-      # The shared server's URL; raises MISSING_URL when none was started.
-      def self.url
-        url = ENV["STRATA_POSTGRES_URL"]
-        raise MISSING_URL if url.nil? || url.empty?
-
-        url
-      end
+      ENV_URL = "STRATA_POSTGRES_URL"
 
       # The PostgreSQL tests run against real servers, as the memcached ones do: without one they
       # fail with the way to get one, never skip.
@@ -34,45 +24,10 @@ module Strata
         raise NOT_INSTALLED
       end
 
-      attr_reader :port, :url
-
-      def initialize(port = MemcachedProcess.free_port)
-        @port = port
-        @dir = nil
-        @url = nil
-      end
-
       # initdb, start and create the database; the URL.
       def start
         self.class.require_installed!
-        @dir = Dir.mktmpdir("strata-pg-fault")
-        @url = script("start", @dir, @port.to_s).strip
-      end
-
-      # Stops the server at once, as a crash would; its files stay for #restart.
-      def crash
-        script("crash", @dir)
-      end
-
-      def restart
-        script("restart", @dir, @port.to_s)
-      end
-
-      # Stops the server (if it runs) and removes its files. Safe to call twice.
-      def destroy
-        return unless @dir
-
-        script("stop", @dir)
-        @dir = nil
-      end
-
-      private
-
-      def script(*args)
-        out, err, status = Open3.capture3(SCRIPT, *args)
-        raise "script/postgres #{args.first} failed: #{err}" unless status.success?
-
-        out
+        super
       end
     end
   end

@@ -5,15 +5,29 @@ require "support/waiting"
 
 module Strata
   module TestSupport
-    # The SQL tier when its database server dies under it, for each server the tier is tested on.
-    # A test class that includes it starts a throwaway server of its own in setup (the shared one
-    # stays up), sets @server (which answers crash and restart) and @tier (a Tiers::SQL on it),
-    # and defines server_label, the adapter name error messages carry.
+    # The SQL tier when its database server dies under it, for each server the tier is tested on:
+    # on a throwaway server of the test's own (a ScriptedServer; the shared one stays up), crashed
+    # and then started again. A test class that includes it defines record (an abstract Active
+    # Record class), server (a new ScriptedServer), connection_config(url) (record's database
+    # config, bounding a connection attempt) and server_label (the adapter name error messages
+    # carry).
     module SqlServerFault
       include Strata::Waiting
 
       # Seconds an operation may take to fail against a dead server, and to come back after a restart.
       BOUND = 10
+
+      def setup
+        @server = server
+        record.establish_connection(connection_config(@server.start))
+        Strata::Tiers::SQL.create_table!(record)
+        @tier = Strata::Tiers::SQL.new(connection_class: record)
+      end
+
+      def teardown
+        record.remove_connection if @server
+        @server&.destroy
+      end
 
       def test_a_crashed_server_raises_tier_errors_and_keeps_what_was_committed
         keys = (1..20).map { |i| "committed-#{i}" }

@@ -1,44 +1,28 @@
 # frozen_string_literal: true
 
 require "test_helper"
-require "support/sql_tier_contract"
+require "support/sql_server_tier"
 require "support/mariadb_server"
 
 # Tiers::SQL on MariaDB through an Active Record class of the app's kind (connection_class:, the
 # trilogy adapter): the same contract as on SQLite and PostgreSQL, against the server bin/test
 # starts (STRATA_MARIADB_URL). MySQL's own server is not tested here; the tier's MySQL statements
-# use nothing MariaDB has and MySQL 8 lacks. Each test has a table of its own.
+# use nothing MariaDB has and MySQL 8 lacks.
 class SqlMariaDBTierTest < Minitest::Test
-  include Strata::TestSupport::SqlTierContract
+  include Strata::TestSupport::SqlServerTier
 
   # Stands for the app's abstract class on its cache database.
   class Record < ActiveRecord::Base
     self.abstract_class = true
   end
 
-  def self.connect
+  def self.record
     @connected ||= Record.establish_connection(Strata::TestSupport::MariaDBServer.url)
+    Record
   end
 
-  def setup
-    self.class.connect
-    @table = "strata_test_#{SecureRandom.hex(6)}"
-    SQL.create_table!(Record, table_name: @table)
-    @tiers = []
-    @tier = build_tier
-  end
-
-  def teardown
-    return unless @table
-
-    @tiers.each(&:close)
-    Record.connection_pool.with_connection { |c| c.drop_table(@table, if_exists: true) }
-  end
-
-  def build_tier(**options)
-    tier = SQL.new(connection_class: Record, table_name: @table, **options)
-    @tiers << tier
-    tier
+  def record
+    self.class.record
   end
 
   def test_the_table_has_mysql_types
@@ -60,10 +44,5 @@ class SqlMariaDBTierTest < Minitest::Test
       assert @tier.add("free", "3")
     end
     assert_equal({"taken" => "1", "free" => "3"}, @tier.get_multi(["taken", "free"]))
-  end
-
-  def test_writes_inside_an_app_transaction_commit_or_roll_back_with_it
-    written = writes_through_app_transactions(Record, build_tier(expire_every: 1))
-    assert_equal({"kept" => "v", "dropped" => nil, "also dropped" => nil}, written)
   end
 end

@@ -19,11 +19,16 @@ module Strata
           end
         end
 
-        # What SQLite and PostgreSQL share.
-        class Standard
+        # What a dialect answers unless it says otherwise.
+        class Base
           # name, a plain identifier the caller validated, quoted the SQL standard's way.
           def quote(name)
             %("#{name}")
+          end
+
+          # The text of the index-th (1-based) bind parameter.
+          def placeholder(_index)
+            "?"
           end
 
           # Whether INSERT ... ON CONFLICT and RETURNING are there: set, add and delete are then
@@ -36,16 +41,23 @@ module Strata
           def binds_in_text?
             false
           end
-        end
 
-        class SQLite < Standard
-          def name
-            "sqlite"
+          # A statement whose one value bounds the table's bytes from above, cheaply; nil where
+          # the database has no such bound.
+          def database_bytes
+            nil
           end
 
-          # The text of the index-th (1-based) bind parameter.
-          def placeholder(_index)
-            "?"
+          # Whether error may pass on retry, beyond the Active Record classes SQL#translate knows
+          # (lock and statement timeouts, deadlocks).
+          def retryable?(_error)
+            false
+          end
+        end
+
+        class SQLite < Base
+          def name
+            "sqlite"
           end
 
           # The id a rewritten row takes, so that it moves to the back of the FIFO. The table is
@@ -54,9 +66,9 @@ module Strata
             "(SELECT MAX(id) FROM #{table}) + 1"
           end
 
-          # A statement whose one value is the size of the whole database file in bytes, as this
-          # transaction sees it: an upper bound on the table's SUM(byte_size), since SQLite stores
-          # every key and value byte as it is. Two header reads, no table scan.
+          # The size of the whole database file in bytes, as this transaction sees it: an upper
+          # bound on the table's SUM(byte_size), since SQLite stores every key and value byte as
+          # it is. Two header reads, no table scan.
           def database_bytes
             "SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()"
           end
@@ -67,7 +79,9 @@ module Strata
           end
         end
 
-        class PostgreSQL < Standard
+        # No database_bytes: PostgreSQL compresses large values (TOAST), so no relation size
+        # bounds the bytes written.
+        class PostgreSQL < Base
           def name
             "postgresql"
           end
@@ -80,24 +94,14 @@ module Strata
           def next_id(_table)
             "excluded.id"
           end
-
-          # None: PostgreSQL compresses large values (TOAST), so no relation size bounds the bytes
-          # written.
-          def database_bytes
-            nil
-          end
-
-          # Lock and statement timeouts arrive as Active Record's own classes (see SQL#translate).
-          def retryable?(_error)
-            false
-          end
         end
 
         # MySQL and MariaDB, through Active Record's trilogy or mysql2 adapter. No RETURNING and
         # no ON CONFLICT: a set is a REPLACE (which deletes the old row and inserts a new one, so
         # a rewrite takes a new id as the FIFO needs), an add a plain INSERT that a live row
-        # refuses, and a delete counts the rows it removed.
-        class MySQL
+        # refuses, and a delete counts the rows it removed. No database_bytes: InnoDB's files hold
+        # free pages, indexes and undo, and no cheap bound on the table's bytes comes from them.
+        class MySQL < Base
           def name
             "mysql"
           end
@@ -105,10 +109,6 @@ module Strata
           # KEY is a reserved word there.
           def quote(name)
             "`#{name}`"
-          end
-
-          def placeholder(_index)
-            "?"
           end
 
           def returning?
@@ -119,17 +119,6 @@ module Strata
           # tier writes each value in, quoted by the connection (see Database).
           def binds_in_text?
             true
-          end
-
-          # None: InnoDB's files hold free pages, indexes and undo, and no cheap bound on the
-          # table's bytes comes from them.
-          def database_bytes
-            nil
-          end
-
-          # Deadlocks and lock waits arrive as Active Record's own classes (see SQL#translate).
-          def retryable?(_error)
-            false
           end
         end
       end
