@@ -26,14 +26,16 @@ module Strata
           @client = ::Dalli::Client.new(env.memcached_servers.first, protocol: :meta, compress: false)
         end
 
-        def write(key, value)
-          @client.set(key, value, 0, RAW)
-        rescue Dalli::DalliError => e
-          # Dalli's message drops the reason ("Response error: SERVER_ERROR"); for these sets it
-          # is memory, a refused write (see MemcachedClient#write).
-          raise unless e.message.end_with?("SERVER_ERROR")
+        private
 
-          false
+        def store(key, value)
+          @client.set(key, value, 0, RAW)
+        end
+
+        # Dalli's message drops the reason ("Response error: SERVER_ERROR"); for these sets it is
+        # memory (see MemcachedClient#write).
+        def out_of_memory?(error)
+          error.is_a?(Dalli::DalliError) && error.message.end_with?("SERVER_ERROR")
         end
       end
     end

@@ -18,7 +18,7 @@ module Strata
         # a refused write, false, as raw_socket and MemCacheStore count it, not a failed cell.
         # The hit-ratio check still reports the keys it lost.
         def write(key, value)
-          @client.set(key, value)
+          store(key, value)
         rescue => e
           raise unless out_of_memory?(e)
 
@@ -34,6 +34,11 @@ module Strata
         end
 
         private
+
+        # The client's set.
+        def store(key, value)
+          @client.set(key, value)
+        end
 
         # Whether error is the client's way of saying the server ran out of memory for a write.
         def out_of_memory?(error)
