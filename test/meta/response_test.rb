@@ -212,7 +212,7 @@ class MetaResponseTest < Minitest::Test
   # The fast paths agree with #parse on the lines they accept and decline everything else.
   def test_fast_paths_match_parse
     {"VA 30" => 30, "VA 0" => 0, "VA 30 c5" => nil, "EN" => nil, "VA" => nil}.each do |line, length|
-      assert_equal length, Response.plain_value_length(line.b), line
+      length ? assert_equal(length, Response.plain_value_length(line.b), line) : assert_nil(Response.plain_value_length(line.b), line)
     end
     assert_equal [30, 17], Response.value_with_opaque("VA 30 O17".b)
     assert_equal [1_234_567, 0], Response.value_with_opaque("VA 1234567 O0".b)

@@ -1,15 +1,18 @@
 # frozen_string_literal: true
 
 require "support/sql_tier_contract"
+require "support/waiting"
 
 module Strata
   module TestSupport
     # The SQL tier's contract on a database server, through an Active Record class of the app's
     # kind (connection_class:). The including class defines record: its abstract Active Record
     # class, connected to the server. Each test has a table of its own, made with
-    # SQL.create_table! and dropped after.
+    # SQL.create_table! and dropped after. It also defines lock_waits(c): how many statements on
+    # the server wait for a row lock.
     module SqlServerTier
       include SqlTierContract
+      include Strata::Waiting
 
       def setup
         @table = "strata_test_#{SecureRandom.hex(6)}"
@@ -22,7 +25,34 @@ module Strata
         return unless @table
 
         @tiers.each(&:close)
-        record.connection_pool.with_connection { |c| c.drop_table(@table, if_exists: true) }
+        record.connection_pool.with_connection do |c|
+          c.drop_table(@table, if_exists: true)
+          c.drop_table(@weight_table, if_exists: true) if @weight_table
+        end
+      end
+
+      def id_of(key)
+        select_values("SELECT id FROM #{table} WHERE key_hash = #{SQL.key_hash(key)}").first.to_i
+      end
+
+      # Locks the row with id on c until c's transaction ends: only its primary key (InnoDB locks
+      # the key_hash index entries after the one a REPLACE finds, which a change would lock too).
+      def lock_row(c, id)
+        c.select_value("SELECT id FROM #{c.quote_table_name(@table)} WHERE id = #{Integer(id)} FOR UPDATE")
+      end
+
+      # A table for #outweigh_the_tier, dropped after the test. Made outside the transaction: on
+      # MySQL a CREATE TABLE commits the open one.
+      def weight_table(c)
+        @weight_table = "#{@table}_weight"
+        c.create_table(@weight_table) { |t| t.integer :n }
+        @weight_table
+      end
+
+      # Makes c's transaction the heavier of two in a deadlock: InnoDB rolls back the one that has
+      # changed fewer rows.
+      def outweigh_the_tier(c, table)
+        c.insert("INSERT INTO #{c.quote_table_name(table)} (n) VALUES #{(1..50).map { |n| "(#{n})" }.join(", ")}")
       end
 
       def build_tier(**options)
@@ -47,6 +77,34 @@ module Strata
           assert_equal 1, record.connection_pool.with_connection { |c| c.select_value("SELECT 1") }, "the app's next statement runs"
         end
         assert_equal "v", @tier.get("in the app's transaction"), "and its transaction commits"
+      end
+
+      # Two writers that lock the same rows in opposite orders deadlock, and the database rolls
+      # one back. Here the tier's set_multi is the victim: it writes first then second (key_hash
+      # order), while the app holds second and then asks for first. The app's statement goes
+      # through, and the tier's batch runs again once the app commits, and stores.
+      def test_a_batch_rolled_back_for_a_deadlock_runs_again
+        @tier.set_multi({"a" => "old", "b" => "old"})
+        first, second = ["a", "b"].sort_by { |key| SQL.key_hash(key) }
+        statements = Queue.new
+        counting = ->(*, payload) { statements << payload[:name] if payload[:name] == "Strata L3 set_multi" }
+        writer = nil
+        ActiveSupport::Notifications.subscribed(counting, "sql.active_record") do
+          record.connection_pool.with_connection do |app|
+            weight = weight_table(app)
+            app.transaction do
+              outweigh_the_tier(app, weight)
+              lock_row(app, id_of(second))
+              writer = Thread.new { @tier.set_multi({"a" => "new", "b" => "new"}) }
+              # InnoDB refreshes its lock tables only for a read 0.1 s after the one before.
+              assert wait_until(DEADLINE, every: 0.2) { lock_waits(app) > 0 }, "the tier waits for the row the app holds"
+              lock_row(app, id_of(first)) # the cycle: the database rolls the tier back
+            end
+          end
+          assert_equal({"a" => true, "b" => true}, writer.value, "the batch ran again and stored")
+        end
+        assert_equal 4, statements.size, "two upserts, the second one the deadlock's victim, then both again"
+        assert_equal({"a" => "new", "b" => "new"}, @tier.get_multi(["a", "b"]))
       end
 
       def test_close_leaves_the_apps_pool_alone

@@ -25,6 +25,10 @@ class SqlMariaDBTierTest < Minitest::Test
     self.class.record
   end
 
+  def lock_waits(c)
+    c.select_value("SELECT COUNT(*) FROM information_schema.innodb_lock_waits")
+  end
+
   def test_the_table_has_mysql_types
     columns = Record.connection_pool.with_connection { |c| c.columns(@table).to_h { |column| [column.name, column.sql_type] } }
     assert_equal({"id" => "bigint(20)", "key_hash" => "bigint(20)", "expires_at" => "bigint(20)", "created_at" => "bigint(20)",

@@ -23,6 +23,10 @@ class SqlPostgresTierTest < Minitest::Test
     self.class.record
   end
 
+  def lock_waits(c)
+    c.select_value("SELECT COUNT(*) FROM pg_locks WHERE NOT granted")
+  end
+
   def test_the_table_has_postgresql_types
     columns = Record.connection_pool.with_connection { |c| c.columns(@table).to_h { |column| [column.name, column.sql_type] } }
     assert_equal({"id" => "bigint", "key_hash" => "bigint", "expires_at" => "bigint", "created_at" => "bigint",

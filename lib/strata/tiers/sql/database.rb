@@ -20,6 +20,8 @@ module Strata
           ActiveRecord::TransactionRollbackError, ActiveRecord::ConnectionTimeoutError
         ].freeze
         NO_BINDS = [].freeze
+        # How many times #run runs a block that the database rolled back as a deadlock's victim.
+        DEADLOCK_ATTEMPTS = 3
 
         attr_reader :connection_class
 
@@ -50,10 +52,15 @@ module Strata
 
         # Checks a connection out for the block and returns the block's value. The one place a
         # database error is judged: it becomes a RetryableError when a retry may pass, else a
-        # TierError, both naming the database and operation.
+        # TierError, both naming the database and operation. A block the database rolls back as a
+        # deadlock's victim runs again (see #rerun_deadlocked), so it must be safe to run twice.
         def run(operation, &)
           guarded(operation) do
-            @sqlite_pool ? @sqlite_pool.with(&) : @connection_class.connection_pool.with_connection { |c| isolated(c, &) }
+            next @sqlite_pool.with(&) if @sqlite_pool
+
+            @connection_class.connection_pool.with_connection do |c|
+              c.transaction_open? ? isolated(c, &) : rerun_deadlocked(c, &)
+            end
           end
         end
 
@@ -193,9 +200,24 @@ module Strata
         # the tier's that fails is undone alone, and the app's transaction stays usable
         # (PostgreSQL refuses every statement of a transaction after its first error).
         def isolated(c)
-          return yield(c) unless c.transaction_open?
-
           c.transaction(requires_new: true) { yield c }
+        end
+
+        # Outside an app transaction the block's statements are whole transactions of their own
+        # (autocommit, or #transaction). InnoDB's REPLACE and INSERT lock gaps of the key_hash
+        # index, so writers on neighbouring keys can deadlock; the server then rolls back one
+        # victim's transaction whole and asks for it to be run again. So the block runs again, up
+        # to DEADLOCK_ATTEMPTS times in all. Inside an app transaction the victim is the app's
+        # transaction, which only the app can run again (#isolated).
+        def rerun_deadlocked(c)
+          attempts = 0
+          begin
+            yield c
+          rescue ActiveRecord::Deadlocked
+            attempts += 1
+            retry if attempts < DEADLOCK_ATTEMPTS
+            raise
+          end
         end
 
         # Whether c is an app's Active Record connection inside a transaction the app opened.
