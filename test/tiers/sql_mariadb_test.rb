@@ -30,7 +30,7 @@ class SqlMariaDBTierTest < Minitest::Test
   end
 
   def test_the_table_has_mysql_types
-    columns = Record.connection_pool.with_connection { |c| c.columns(@table).to_h { |column| [column.name, column.sql_type] } }
+    columns = record.connection_pool.with_connection { |c| c.columns(@table).to_h { |column| [column.name, column.sql_type] } }
     assert_equal({"id" => "bigint(20)", "key_hash" => "bigint(20)", "expires_at" => "bigint(20)", "created_at" => "bigint(20)",
                   "byte_size" => "int(11)", "key" => "blob", "value" => "longblob"}, columns)
   end
@@ -43,7 +43,7 @@ class SqlMariaDBTierTest < Minitest::Test
 
   def test_add_refuses_a_live_key_without_failing_the_apps_transaction
     @tier.set("taken", "1")
-    Record.transaction do
+    record.transaction do
       refute @tier.add("taken", "2"), "the live row refuses the insert"
       assert @tier.add("free", "3")
     end
