@@ -104,6 +104,7 @@ module Strata
           assert_equal({"a" => true, "b" => true}, writer.value, "the batch ran again and stored")
         end
         assert_equal 4, statements.size, "two upserts, the second one the deadlock's victim, then both again"
+        assert_equal 1, @tier.stats[:deadlock_reruns]
         assert_equal({"a" => "new", "b" => "new"}, @tier.get_multi(["a", "b"]))
       end
 

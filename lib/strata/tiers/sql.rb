@@ -248,11 +248,13 @@ module Strata
         end
       end
 
-      # This process's counters, the bounds, and the table's entries and bytes (a COUNT and SUM
-      # over the table: O(rows)).
+      # This process's counters (deadlock_reruns: blocks run again after the server rolled them
+      # back for a deadlock, see Database#run), the bounds, and the table's entries and bytes (a
+      # COUNT and SUM over the table: O(rows)).
       def stats
         entries, bytes = @database.run(:stats) { |c| @database.select(c, :stats, statements.totals).first }
-        @lock.synchronize { @counters.dup }.merge(@limits).merge(entries: entries, bytes: bytes)
+        @lock.synchronize { @counters.dup }.merge(deadlock_reruns: @database.deadlock_reruns)
+          .merge(@limits).merge(entries: entries, bytes: bytes)
       end
 
       # Embedded: disconnects and removes the tier's pool. With a connection_class the app owns

@@ -42,6 +42,13 @@ module Strata
           # a new connection comes. Only the thread holding a connection touches its statements.
           @prepared = {}.compare_by_identity
           @prepared_lock = Mutex.new
+          @deadlock_reruns = 0
+          @reruns_lock = Mutex.new
+        end
+
+        # How many times #run ran a block again after a deadlock, in this process.
+        def deadlock_reruns
+          @reruns_lock.synchronize { @deadlock_reruns }
         end
 
         # The Dialect of the class's database, read on first use: Active Record may not know the
@@ -215,8 +222,10 @@ module Strata
             yield c
           rescue ActiveRecord::Deadlocked
             attempts += 1
-            retry if attempts < DEADLOCK_ATTEMPTS
-            raise
+            raise if attempts >= DEADLOCK_ATTEMPTS
+
+            @reruns_lock.synchronize { @deadlock_reruns += 1 }
+            retry
           end
         end
 
