@@ -8,8 +8,8 @@ module Strata
     # The SQL tier's contract on a database server, through an Active Record class of the app's
     # kind (connection_class:). The including class defines record: its abstract Active Record
     # class, connected to the server. Each test has a table of its own, made with
-    # SQL.create_table! and dropped after. It also defines lock_waits(c): how many statements on
-    # the server wait for a row lock.
+    # SQL.create_table! and dropped after. It also defines lock_waits(c, table): how many
+    # statements on table wait for a row lock.
     module SqlServerTier
       include SqlTierContract
       include Strata::Waiting
@@ -55,6 +55,11 @@ module Strata
         c.insert("INSERT INTO #{c.quote_table_name(table)} (n) VALUES #{(1..50).map { |n| "(#{n})" }.join(", ")}")
       end
 
+      # Seconds between two reads of lock_waits.
+      def lock_wait_poll
+        0.01
+      end
+
       def build_tier(**options)
         tier = SQL.new(connection_class: record, table_name: @table, **options)
         @tiers << tier
@@ -96,8 +101,8 @@ module Strata
               outweigh_the_tier(app, weight)
               lock_row(app, id_of(second))
               writer = Thread.new { @tier.set_multi({"a" => "new", "b" => "new"}) }
-              # InnoDB refreshes its lock tables only for a read 0.1 s after the one before.
-              assert wait_until(DEADLINE, every: 0.2) { lock_waits(app) > 0 }, "the tier waits for the row the app holds"
+              # Soon after: PostgreSQL looks for a deadlock once, deadlock_timeout (1 s) into a wait.
+              assert wait_until(DEADLINE, every: lock_wait_poll) { lock_waits(app, @table) > 0 }, "the tier waits for the row the app holds"
               lock_row(app, id_of(first)) # the cycle: the database rolls the tier back
             end
           end
