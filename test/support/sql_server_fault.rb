@@ -1,5 +1,6 @@
 # frozen_string_literal: true
 
+require "strata/clock"
 require "strata/tiers/sql"
 require "support/waiting"
 
@@ -43,9 +44,9 @@ module Strata
           cleanup: -> { @tier.cleanup }
         }
         operations.each do |name, operation|
-          started = monotonic
+          started = Strata::Clock.monotonic
           error = assert_raises(Strata::TierError, name) { operation.call }
-          assert_operator monotonic - started, :<, BOUND, "#{name} failed within #{BOUND}s"
+          assert_operator Strata::Clock.monotonic - started, :<, BOUND, "#{name} failed within #{BOUND}s"
           assert_equal :l3, error.tier
           assert_match(/Strata L3 #{server_label}/, error.message)
         end
@@ -61,12 +62,6 @@ module Strata
         assert_nil @tier.get("during"), "nothing was written while the server was down"
         assert @tier.set("after", "v")
         assert_equal "v", @tier.get("after")
-      end
-
-      private
-
-      def monotonic
-        Process.clock_gettime(Process::CLOCK_MONOTONIC)
       end
     end
   end

@@ -1,15 +1,17 @@
 # frozen_string_literal: true
 
+require "strata/clock"
+
 module Strata
-  # A bounded wait on a condition, for the few tests that depend on the wall clock (a tier's TTL).
+  # A bounded wait on a condition that time, another thread or another process brings about.
   module Waiting
     # Polls the block, every `every` seconds, until it is truthy or timeout seconds pass; returns
     # its last value.
     def wait_until(timeout = 5, every: 0.01)
-      deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + timeout
+      deadline = Strata::Clock.monotonic + timeout
       loop do
         result = yield
-        return result if result || Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
+        return result if result || Strata::Clock.monotonic > deadline
 
         sleep every
       end
