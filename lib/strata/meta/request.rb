@@ -97,11 +97,20 @@ module Strata
       # item is present/absent), return_cas (c), return_key (k), opaque (O), quiet (q: hides HD).
       def ms_header(key, value_bytesize, ttl: nil, flags: nil, cas: nil, invalidate: false, mode: nil,
         return_cas: false, return_key: false, opaque: nil, quiet: false)
-        buf = MS.dup
-        base64 = append_key(buf, key)
-        append_number(buf, " ", value_bytesize, VALUE_BYTESIZE_RANGE, :value_bytesize)
-        buf << BASE64_FLAG if base64
-        append_number(buf, " T", ttl, TTL_RANGE, :ttl) unless ttl.nil?
+        check_number(value_bytesize, VALUE_BYTESIZE_RANGE, :value_bytesize)
+        token, base64 = key_token(key)
+        # One interpolation for what every set sends. Built token by token (a prefix copy, then an
+        # append and a String per token), a 30 B set ran at 0.92x raw_socket's rate, not 0.96x.
+        buf = if ttl.nil? || base64
+          "ms #{token} #{value_bytesize}"
+        else
+          check_number(ttl, TTL_RANGE, :ttl)
+          "ms #{token} #{value_bytesize} T#{ttl}"
+        end.force_encoding(Encoding::BINARY)
+        if base64
+          buf << BASE64_FLAG
+          append_number(buf, " T", ttl, TTL_RANGE, :ttl) unless ttl.nil?
+        end
         append_number(buf, " F", flags, CLIENT_FLAGS_RANGE, :flags) unless flags.nil?
         append_number(buf, " C", cas, CAS_RANGE, :cas) unless cas.nil?
         if invalidate
@@ -179,13 +188,18 @@ module Strata
 
       # Appends the key token; returns true when it went base64 (the caller then adds " b").
       def append_key(buf, key)
+        token, base64 = key_token(key)
+        buf << token
+        base64
+      end
+
+      # [the key's token, whether it is base64]: the key itself (not copied) when it can go as is.
+      def key_token(key)
         raise ArgumentError, "key must be a non-empty String, got #{key.inspect}" unless key.is_a?(String) && !key.empty?
 
-        bytes = (key.encoding == Encoding::BINARY) ? key : key.b
-        if bytes.bytesize <= MAX_KEY_BYTES && !UNSAFE_TOKEN_BYTE.match?(bytes)
-          buf << bytes
-          return false
-        end
+        # An ASCII-only key is its own bytes, whatever its encoding: no binary copy to check.
+        bytes = (key.encoding == Encoding::BINARY || key.ascii_only?) ? key : key.b
+        return [bytes, false] if bytes.bytesize <= MAX_KEY_BYTES && !UNSAFE_TOKEN_BYTE.match?(bytes)
 
         encoded = [bytes].pack("m0")
         if encoded.bytesize > MAX_KEY_BYTES
@@ -193,14 +207,16 @@ module Strata
             "key of #{bytes.bytesize} bytes is too long: its base64 form is #{encoded.bytesize} bytes " \
             "and memcached accepts #{MAX_KEY_BYTES}"
         end
-        buf << encoded
-        true
+        [encoded, true]
       end
 
       def append_number(buf, prefix, value, range, name)
-        raise ArgumentError, "#{name} must be an Integer in #{range}, got #{value.inspect}" unless value.is_a?(Integer) && range.cover?(value)
-
+        check_number(value, range, name)
         buf << prefix << value.to_s
+      end
+
+      def check_number(value, range, name)
+        raise ArgumentError, "#{name} must be an Integer in #{range}, got #{value.inspect}" unless value.is_a?(Integer) && range.cover?(value)
       end
 
       def append_opaque(buf, opaque)
@@ -216,7 +232,7 @@ module Strata
         buf << " O" << token.b
       end
 
-      private_class_method :append_key, :append_number, :append_opaque
+      private_class_method :append_key, :key_token, :append_number, :check_number, :append_opaque
     end
   end
 end
