@@ -10,7 +10,7 @@ require "strata"
 require "strata/entry"
 require "strata/stack"
 require "active_support/cache/strata_store/codec"
-require "active_support/cache/strata_store/unobserved_hits"
+require "active_support/cache/strata_store/unobserved_reads"
 
 module ActiveSupport
   module Cache
@@ -57,7 +57,7 @@ module ActiveSupport
       end
 
       prepend Strategy::LocalCache
-      prepend UnobservedHits
+      prepend UnobservedReads
 
       # The Strata::Stack behind this store, for stats and tools.
       attr_reader :stack
@@ -119,7 +119,7 @@ module ActiveSupport
         return super if merged[:force]
 
         key = normalize_key(name, merged)
-        return super if current_fill(key) # UnobservedHits began this read-through
+        return super if current_fill(key) # UnobservedReads began this read-through
 
         reading_through(key) { super }
       end

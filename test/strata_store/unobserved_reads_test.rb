@@ -4,9 +4,9 @@ require_relative "store_case"
 require "logger"
 require "stringio"
 
-# The unwatched hit path must answer exactly as the instrumented base path does, and step aside
-# whenever someone could tell the difference.
-class StrataStoreUnobservedHitsTest < Strata::StoreCase
+# The unwatched hit and cold-miss paths must answer exactly as the instrumented base path does,
+# and step aside whenever someone could tell the difference.
+class StrataStoreUnobservedReadsTest < Strata::StoreCase
   def test_unwatched_hits_return_the_stored_values
     store.write("string", "text")
     store.write("object", {a: [1, 2]})
@@ -78,6 +78,56 @@ class StrataStoreUnobservedHitsTest < Strata::StoreCase
 
     assert_equal 1, reports.size
     assert_kind_of Strata::CorruptError, reports.first[:error]
+  end
+
+  def test_a_cold_fetch_runs_the_block_once_and_writes_what_it_returns
+    calls = 0
+    block = proc do
+      calls += 1
+      "computed"
+    end
+    assert_equal "computed", store.fetch("cold", &block)
+    assert_equal "computed", store.fetch("cold") { flunk "the value was written" }
+    assert_equal 1, calls
+    assert_equal "computed", store.read("cold")
+  end
+
+  def test_a_cold_fetch_takes_write_options_from_its_block
+    assert_equal "short", store.fetch("cold", expires_in: 600) { |_name, options|
+      options.expires_in = 60
+      "short"
+    }
+    travel 61 do
+      assert_nil store.read("cold")
+    end
+  end
+
+  def test_a_cold_fetch_honours_skip_nil_and_versions
+    assert_nil store.fetch("nothing", skip_nil: true) { nil }
+    refute store.exist?("nothing")
+
+    store.fetch("versioned", version: 3) { "v3" }
+    assert_equal "v3", store.read("versioned", version: 3)
+    assert_nil store.read("versioned", version: 4)
+  end
+
+  def test_a_block_that_raises_in_a_cold_fetch_writes_nothing
+    assert_raises(ZeroDivisionError) { store.fetch("cold") { 1 / 0 } }
+
+    refute store.exist?("cold")
+    assert_equal "second", store.fetch("cold") { "second" }
+  end
+
+  def test_a_cold_fetch_emits_its_write_and_takes_the_base_path_for_a_generate_subscriber
+    # Rails 7.1 names the events' key as given, 7.2 as normalized.
+    writes = capture_events("cache_write.active_support") { store.fetch("cold") { "value" } }
+    assert_equal 1, writes.size
+    assert_match(/cold\z/, writes.first[:key])
+
+    generates = capture_events("cache_generate.active_support") { store.fetch("other") { "value" } }
+    assert_equal 1, generates.size
+    assert_match(/other\z/, generates.first[:key])
+    assert_equal "value", store.read("other")
   end
 
   private

@@ -6,19 +6,30 @@ require "active_support/notifications"
 module ActiveSupport
   module Cache
     class StrataStore < Store
-      # The hit path, when nobody is watching. On a live hit the base read and fetch do nothing
-      # observable besides instrumenting: two event payloads (cache_read, then cache_fetch_hit) that
-      # cost more than the L1 lookup itself. When no one subscribes to those events and no debug
-      # logger would print them, this layer returns the hit directly. Everything else (a miss, an
-      # expired or mismatched entry, force, an error) goes to the base path unchanged, which
-      # instruments, expires and reports as it always does.
+      # The hit path, and a cold fetch, when nobody is watching. On a live hit the base read and
+      # fetch do nothing observable besides instrumenting: two event payloads (cache_read, then
+      # cache_fetch_hit) that cost more than the L1 lookup itself. When no one subscribes to those
+      # events and no debug logger would print them, this layer returns the hit directly.
+      #
+      # A fetch whose read-through finds nothing in any tier is a cold miss. Unless someone
+      # subscribes to cache_read or cache_generate, this layer runs the block and writes its
+      # value as the base save_block_result_to_cache does (a WriteOptions over a copy of the
+      # options, skip_nil honoured, the public #write with its cache_write event), without the
+      # base fetch's second pass over the options, key and read-through: a tenth of a cold miss
+      # through three tiers.
+      #
+      # Everything else (an expired or mismatched entry, force, an active local cache, an error)
+      # goes to the base path unchanged, which instruments, expires and reports as it always does.
       #
       # Reading twice must stay cheap: the probe reads only the host table (a miss there costs
       # next to nothing to repeat). A fetch that misses it starts the read-through here, and the
       # base path gets that read-through's answer without reading the lower tiers again.
-      module UnobservedHits
+      module UnobservedReads
         READ_EVENT = "cache_read.active_support"
         FETCH_HIT_EVENT = "cache_fetch_hit.active_support"
+        GENERATE_EVENT = "cache_generate.active_support"
+        # What the read-through of a fetch found when no tier holds the key.
+        ABSENT = Object.new.freeze
 
         def fetch(name, options = nil, &block)
           return super unless block && !observed?(FETCH_HIT_EVENT)
@@ -35,6 +46,11 @@ module ActiveSupport
           # instead of reading the tiers again.
           reading_through(key) do
             value = through_hit(key, options, version)
+            if ABSENT.equal?(value)
+              next cold_fill(name, options, &block) unless local_cache || observed?(GENERATE_EVENT)
+
+              value = Codec::MISS
+            end
             Codec::MISS.equal?(value) ? super : value
           end
         end
@@ -60,12 +76,21 @@ module ActiveSupport
           Codec::MISS # the base path reads again and reports the failure once
         end
 
-        # The live value the read-through of key finds, or Codec::MISS.
+        # The live value the read-through of key finds; ABSENT when no tier holds key, Codec::MISS
+        # when what it found is not live (or could not be read).
         def through_hit(key, options, version)
           bytes = read_bytes(key, nil) # the read-through: reading_through made its fill current
-          bytes ? @codec.live_value(bytes, options[:raw], version) : Codec::MISS
+          bytes ? @codec.live_value(bytes, options[:raw], version) : ABSENT
         rescue Strata::Error
           Codec::MISS
+        end
+
+        # What the base fetch does after a miss, minus its cache_generate event: nobody listens.
+        def cold_fill(name, options)
+          options = options.dup # the block may change them through WriteOptions
+          value = yield(name, WriteOptions.new(options))
+          write(name, value, options) unless value.nil? && options[:skip_nil]
+          value
         end
 
         # Every fetch and read emits cache_read; a fetch hit also emits cache_fetch_hit.
