@@ -81,6 +81,9 @@ class StrataStoreUnobservedReadsTest < Strata::StoreCase
   end
 
   def test_a_cold_fetch_runs_the_block_once_and_writes_what_it_returns
+    %w[read generate write].each do |event| # else these tests would not reach the unwatched path
+      refute ActiveSupport::Notifications.notifier.listening?("cache_#{event}.active_support")
+    end
     calls = 0
     block = proc do
       calls += 1
@@ -97,6 +100,21 @@ class StrataStoreUnobservedReadsTest < Strata::StoreCase
       options.expires_in = 60
       "short"
     }
+    assert_equal "until", store.fetch("dated", expires_in: 600) { |_name, options|
+      options.expires_at = 30.seconds.from_now
+      "until"
+    }
+    assert_equal "v2", store.fetch("versioned") { |_name, options|
+      options.version = 2
+      "v2"
+    }
+
+    assert_equal "v2", store.read("versioned", version: 2)
+    assert_nil store.read("versioned", version: 1)
+    travel 31 do
+      assert_nil store.read("dated")
+      assert_equal "short", store.read("cold")
+    end
     travel 61 do
       assert_nil store.read("cold")
     end
