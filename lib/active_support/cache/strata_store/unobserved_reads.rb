@@ -97,11 +97,11 @@ module ActiveSupport
           value
         end
 
-        # The base #write's entry and write_entry, without its cache_write payload. options are
+        # The base #write's Entry and #write_entry, without its cache_write payload. options are
         # merged (an expires_at the block set is an expires_in by now).
         def write_unobserved(name, value, options)
           entry = Entry.new(value, version: normalize_version(name, options), expires_in: options[:expires_in])
-          write_serialized_entry(normalize_key(name, options), serialize_entry(entry, **options), **options)
+          write_entry(normalize_key(name, options), entry, **options)
         end
 
         # Every fetch and read emits cache_read; a fetch hit also emits cache_fetch_hit, a cold
