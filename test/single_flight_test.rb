@@ -52,6 +52,32 @@ class SingleFlightTest < Minitest::Test
     assert_empty @errors
   end
 
+  # After the caller's own probe of the host table (fill_for(key, true)), the read-through skips
+  # its first read there. A value that lands in the table between the probe and the read-through
+  # is still found: the host single-flight reads the table again once it holds the lock.
+  def test_a_probed_read_through_still_finds_a_value_written_after_the_probe
+    assert_nil @stack.get_host(@key)
+    @l1.set(@key, entry("landed after the probe"))
+    fill = @stack.fill_for(@key, true)
+    assert_equal entry("landed after the probe"), @stack.get(@key, nil, fill)
+    refute_predicate fill, :lease_pending?, "found on the host: memcached is never asked"
+    @stack.finish(fill)
+    assert_nil fill.host_lock
+    assert_equal [@key], @stack.keys
+    assert_empty @errors
+  end
+
+  # get_host reads nothing when the host table is not the top tier, so there is no probe to skip.
+  def test_a_probed_read_through_reads_a_host_table_that_is_not_on_top
+    below = stack({l2: @l2, l1: @l1})
+    @l1.set(@key, entry("host"))
+    assert_nil below.get_host(@key)
+    fill = below.fill_for(@key, true)
+    refute fill.host_read
+    assert_equal entry("host"), below.get(@key, nil, fill) # memcached's lease first, then the table
+    below.finish(fill)
+  end
+
   # The stale-fill property through the whole stack: A takes the lease, the key is invalidated
   # while A computes, then A's fill arrives. It must not land in any tier.
   def test_a_fill_that_took_its_lease_before_an_invalidate_is_dropped_everywhere

@@ -22,10 +22,14 @@ module Strata
     attr_accessor :unleased
     # Whether the read-through has read the tiers, and what it found (bytes or nil).
     attr_accessor :read, :found
+    # True when the caller read the host tier for key just before (Stack#get_host): the
+    # read-through goes straight to the host single-flight, which reads it again under the lock.
+    attr_reader :host_read
 
-    def initialize(owner, key)
+    def initialize(owner, key, host_read = false)
       @owner = owner
       @key = key
+      @host_read = host_read
       @host_lock = nil
       @lease_index = nil
       @lease_cas = nil

@@ -34,8 +34,10 @@ module Strata
     MAX_POLL_INTERVAL = 0.016
 
     # A Fill for one read-through of key: pass it to #get and #set, then to #finish.
-    def fill_for(key)
-      Fill.new(self, key)
+    # host_probed: the caller has just read key with #get_host, which found nothing live; the
+    # read-through then skips its own first read of the host tier (see #read_tiers).
+    def fill_for(key, host_probed = false)
+      Fill.new(self, key, host_probed && @host_index == 0)
     end
 
     # Ends a read-through: gives back the host lock and an unused lease. Always call it (ensure).
@@ -81,6 +83,8 @@ module Strata
       while index < @tiers.size
         bytes = if @lease_tiers[index]
           lease_read(key, index, fill, info)
+        elsif index == @host_index && fill.host_read
+          nil # read just now by #get_host; host_single_flight reads it again under the lock
         else
           safely(index, info) { @tiers[index].get(key) }
         end

@@ -192,8 +192,9 @@ module ActiveSupport
 
       # Runs the block as the read-through of key: a Strata::Fill is current in this fiber
       # meanwhile (current_fill), and finished (locks and unused leases given back) after.
-      def reading_through(key)
-        fill = @stack.fill_for(key)
+      # host_probed: the host table was read for key just before, and held nothing live.
+      def reading_through(key, host_probed = false)
+        fill = @stack.fill_for(key, host_probed)
         outer = Thread.current[FILL]
         Thread.current[FILL] = fill
         begin

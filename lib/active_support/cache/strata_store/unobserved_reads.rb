@@ -41,15 +41,18 @@ module ActiveSupport
 
           key = normalize_key(name, options)
           version = normalize_version(name, options)
-          value = host_hit(key, options, version)
-          return value unless Codec::MISS.equal?(value)
+          local = local_cache
+          unless local
+            value = host_hit(key, options, version)
+            return value unless Codec::MISS.equal?(value)
+          end
 
           # One read-through for the whole fetch: the base path below gets this fill's answer
-          # instead of reading the tiers again.
-          reading_through(key) do
+          # instead of reading the tiers again, and it skips the host table just probed.
+          reading_through(key, !local) do
             value = through_hit(key, options, version)
             if ABSENT.equal?(value)
-              next cold_fill(name, options, &block) unless local_cache || observed?(GENERATE_EVENT)
+              next cold_fill(name, key, options, &block) unless local || observed?(GENERATE_EVENT)
 
               value = Codec::MISS
             end
@@ -58,7 +61,7 @@ module ActiveSupport
         end
 
         def read(name, options = nil)
-          return super if observed?(READ_EVENT)
+          return super if observed?(READ_EVENT) || local_cache
 
           options = options ? merged_options(options) : @options
           value = host_hit(normalize_key(name, options), options, normalize_version(name, options))
@@ -67,11 +70,10 @@ module ActiveSupport
 
         private
 
-        # The live value under key in the host table, when that is the top tier and no local
-        # cache is active; else Codec::MISS. Lower tiers are left to one read further on.
+        # The live value under key in the host table, when that is the top tier; else Codec::MISS.
+        # Lower tiers are left to one read further on. Not with an active local cache: it answers
+        # first.
         def host_hit(key, options, version)
-          return Codec::MISS if local_cache
-
           bytes = @stack.get_host(key)
           bytes ? @codec.live_value(bytes, options[:raw], version) : Codec::MISS
         rescue Strata::Error
@@ -88,20 +90,22 @@ module ActiveSupport
         end
 
         # What the base fetch does after a miss, minus its cache_generate event: nobody listens.
-        def cold_fill(name, options)
-          options = options.dup # the block may change them through WriteOptions
-          value = yield(name, WriteOptions.new(options))
-          return value if value.nil? && options[:skip_nil]
+        # options are merged already, and stay so unless the block changes them.
+        def cold_fill(name, key, options)
+          written = options.dup # the block may change them through WriteOptions
+          value = yield(name, WriteOptions.new(written))
+          return value if value.nil? && written[:skip_nil]
 
-          observed?(WRITE_EVENT) ? write(name, value, options) : write_unobserved(name, value, merged_options(options))
+          written = merged_options(written) unless written == options # an expires_at becomes an expires_in
+          observed?(WRITE_EVENT) ? write(name, value, written) : write_unobserved(name, key, value, written)
           value
         end
 
-        # The base #write's Entry and #write_entry, without its cache_write payload. options are
-        # merged (an expires_at the block set is an expires_in by now).
-        def write_unobserved(name, value, options)
+        # The base #write's Entry and #write_entry, without its cache_write payload. key is name
+        # normalized: WriteOptions lets the block change the version and expiry, not the namespace.
+        def write_unobserved(name, key, value, options)
           entry = Entry.new(value, version: normalize_version(name, options), expires_in: options[:expires_in])
-          write_entry(normalize_key(name, options), entry, **options)
+          write_entry(key, entry, **options)
         end
 
         # Every fetch and read emits cache_read; a fetch hit also emits cache_fetch_hit, a cold
