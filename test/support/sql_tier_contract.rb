@@ -365,6 +365,23 @@ module Strata
         assert_equal 1, count_rows
       end
 
+      # Within budget a pass looks only at the front's expired and aged rows: live rows between
+      # them stay, and rows past the front's batch wait for a later pass.
+      def test_a_pass_within_budget_takes_the_expired_and_aged_rows_of_the_front_only
+        tier = build_tier(max_entries: 1_000, max_age: 60, expiry_batch_size: 10, expire_every: 1)
+        now = Strata::Entry.now
+        kinds = [{expires_at: now - 1_000}, {}, {created_at: now - 61_000}, {expires_at: now + 60_000}]
+        insert_rows((1..20).map { |i| {key: format("mixed-%02d", i)}.merge(kinds[(i - 1) % 4]) })
+
+        tier.set("write", "v")
+        keys = (1..20).map { |i| format("mixed-%02d", i) }
+        gone = keys.first(10).select.with_index { |_key, i| [0, 2].include?(i % 4) }
+        kept = (keys + ["write"]).select { |key| count_rows("key_hash = #{SQL.key_hash(key)}") == 1 }
+        assert_equal keys + ["write"] - gone, kept, "the first ten ids lost their 3 expired and 2 aged rows"
+        assert_equal 5, tier.stats[:expired]
+        assert_equal 0, tier.stats[:evicted]
+      end
+
       # A rewrite takes a new id, so the FIFO order is the order of last writes.
       def test_a_rewritten_row_moves_to_the_back
         tier = build_tier(max_entries: 2, expiry_batch_size: 10, expire_every: 10)

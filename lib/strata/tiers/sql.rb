@@ -344,10 +344,19 @@ module Strata
       # One expiry pass (see Expiry) on connection c, inside a transaction: SQLite may give a
       # deleted row's id to the next insert, and the transaction's write lock keeps other writers
       # out between reading the ids and deleting them. (PostgreSQL and InnoDB never reuse an id.)
+      # The totals come first: while the table is within budget only rows that expired or
+      # outlived max_age can go, and the database picks those out of the front itself instead of
+      # handing the whole batch over row by row.
       def expire(c)
-        head = @database.select(c, :expire, statements.head)
-        entries, bytes = (@expiry.budgeted? && !head.empty?) ? totals_for_expiry(c) : [0, 0]
-        victims = @expiry.victims(head, entries, bytes, Entry.now)
+        now = Entry.now
+        entries, bytes = @expiry.budgeted? ? totals_for_expiry(c) : [0, 0]
+        head = if @expiry.within_budget?(entries, bytes)
+          # created_at < 0 matches no row: without max_age only the TTL expires rows
+          @database.select(c, :expire, statements.expired_head, [now, @expiry.written_before(now) || 0])
+        else
+          @database.select(c, :expire, statements.head)
+        end
+        victims = @expiry.victims(head, entries, bytes, now)
         @database.delete(c, :expire, statements.delete_ids(victims.ids)) unless victims.ids.empty?
         @lock.synchronize do
           @counters[:expiry_passes] += 1

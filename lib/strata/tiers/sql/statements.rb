@@ -31,7 +31,7 @@ module Strata
         SAMPLE_WINDOWS = 20
         SAMPLE_WINDOW = 250
 
-        attr_reader :get, :set, :add, :add_vacate, :delete, :delete_live, :clear, :head, :totals, :max_id,
+        attr_reader :get, :set, :add, :add_vacate, :delete, :delete_live, :clear, :head, :expired_head, :totals, :max_id,
           :expired_ids, :id_range, :newest_totals, :sample_totals, :database_bytes
 
         # table: an identifier the caller validated; it is quoted here.
@@ -81,6 +81,10 @@ module Strata
           @clear = "DELETE FROM #{@table}"
           # The front of the FIFO: the next candidates of an expiry pass.
           @head = "SELECT id, byte_size, expires_at, created_at FROM #{@table} ORDER BY id LIMIT #{Integer(batch)}"
+          # The rows of the front that have expired or outlived max_age, the only candidates of a
+          # pass while the table is within budget. Binds: now (ms), written_before (ms).
+          @expired_head = "SELECT id, byte_size, expires_at, created_at FROM (#{@head}) AS head " \
+            "WHERE (expires_at <> 0 AND expires_at <= #{bind(1)}) OR created_at < #{bind(2)} ORDER BY id"
           @totals = "SELECT COUNT(*) AS entries, COALESCE(SUM(byte_size), 0) AS bytes FROM #{@table}"
           @max_id = "SELECT COALESCE(MAX(id), 0) AS id FROM #{@table}"
           # The lowest and highest id: two index lookups (one query asking for both would scan).
