@@ -18,7 +18,8 @@ module Strata
       # 25 KiB per call can still be in the allocator's page-fault phase.
       QUICK = {warmup: 0.15, time: 0.4, settle: 0.4}.freeze
       FULL = {warmup: 1.0, time: 2.5, settle: 5.0}.freeze
-      ROUNDS = 3
+      # Five: the median then survives two rounds caught in a slow spell (three survived one).
+      ROUNDS = 5
 
       def initialize(env, warmup:, time:, settle: warmup * 5, progress: $stderr)
         @env = env
