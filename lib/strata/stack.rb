@@ -12,7 +12,7 @@ module Strata
   #   backfilled with the entry's remaining time to live.
   # - set writes through bottom-up, then checks the bottom (see #set); add writes top to bottom.
   # - delete and invalidate go bottom-up, so an upper tier is never refilled from a lower tier that
-  #   still holds the old value.
+  #   still holds the old value; then they clear the tiers below a leased one again (see #delete).
   # - incr and decr run on the bottom-most tier with counters; the copies in the other tiers with
   #   counters are dropped. Counter bytes are only ever written to tiers with counters (when there
   #   is one), so a counter costs a tier without them (SQL) nothing.
@@ -49,6 +49,8 @@ module Strata
       @bottom_up = @top_down.reverse.freeze
       @host_index = @tiers.index { |tier| tier.capabilities[:host] }
       @lease_tiers = @tiers.map { |tier| tier.capabilities[:leases] }.freeze
+      leased = @lease_tiers.index(&:itself)
+      @below_lease = leased ? (@tiers.size - 1).downto(leased + 1).to_a.freeze : [].freeze
     end
 
     # The tier names, top first.
@@ -189,6 +191,14 @@ module Strata
     end
 
     # Remove key from every tier, bottom-up. True if a tier held it.
+    #
+    # A fill writes the tiers below its leased tier (memcached) before the lease commits it there.
+    # One that took its lease before this delete can write the SQL tier just after the delete
+    # cleared it (queued behind its write lock, say) and still commit in memcached before the
+    # delete reaches memcached; the delete then removes it from memcached, and the SQL tier would
+    # keep what was computed before the delete for the next reader to find. So once memcached is
+    # done, the tiers below it are cleared again: any such fill committed before that, and wrote
+    # below before committing. (A fill that commits later is refused, and drops its own copies.)
     def delete(key)
       deleted = false
       (@tiers.size - 1).downto(0) do |index|
@@ -196,11 +206,13 @@ module Strata
       rescue TierError => error
         failed(error, index)
       end
+      @below_lease.each { |index| drop(key, index) }
       deleted
     end
 
     # Remove keys from every tier, bottom-up, one call per tier (memcached: one pipeline per
-    # server). The keys that some tier held.
+    # server), then clear the tiers below a leased one again (see #delete). The keys that some
+    # tier held.
     def delete_multi(keys)
       deleted = {}
       (@tiers.size - 1).downto(0) do |index|
@@ -211,16 +223,19 @@ module Strata
         end
         results.each { |key, was_there| deleted[key] = true if was_there }
       end
+      @below_lease.each { |index| safely(index) { @tiers[index].delete_multi(keys) } }
       deleted.keys
     end
 
-    # Mark key stale in every tier, bottom-up (tiers without stale copies delete it).
+    # Mark key stale in every tier, bottom-up (tiers without stale copies delete it), then clear
+    # the tiers below a leased one again (see #delete).
     def invalidate(key)
       (@tiers.size - 1).downto(0) do |index|
         @tiers[index].invalidate(key)
       rescue TierError => error
         failed(error, index)
       end
+      @below_lease.each { |index| drop(key, index) }
       nil
     end
 

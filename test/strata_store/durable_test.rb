@@ -77,6 +77,41 @@ class StrataStoreDurableTest < Strata::StoreCase
     assert_nil cache.read("key"), "no tier serves the deleted value"
   end
 
+  # A fill that took its lease before a delete writes the SQL tier just after the delete cleared
+  # it, and commits in memcached before the delete gets there. The delete clears the tiers below
+  # memcached once more after it, so none keeps the value computed before the delete.
+  def test_a_fill_landing_between_a_deletes_sql_and_memcached_steps_is_cleared
+    assert_fill_between_sql_and_memcached_steps_is_cleared(:delete)
+  end
+
+  # The same race with invalidate, which marks memcached's copy stale instead of deleting it.
+  def test_a_fill_landing_between_an_invalidates_sql_and_memcached_steps_is_cleared
+    assert_fill_between_sql_and_memcached_steps_is_cleared(:invalidate)
+  end
+
+  def assert_fill_between_sql_and_memcached_steps_is_cleared(operation)
+    cache = build_store(memcached: memcached, sql: sql, namespace: @namespace)
+    key = tier_key(cache, "key")
+    fill = cache.stack.fill_for(key)
+    assert_nil cache.stack.get(key, nil, fill)
+    assert_predicate fill, :lease_pending?, "the filler holds the lease"
+
+    l3 = Strata::TestSupport::PausingTier.new(cache.stack[:l3])
+    remover = Strata::Stack.new({l1: cache.stack[:l1], l2: cache.stack[:l2], l3: l3})
+    reached, release = l3.pause_after(operation)
+    removing = Thread.new { remover.public_send(operation, key) }
+    reached.pop # the SQL tier is cleared; memcached is not reached yet
+    assert cache.stack.set(key, entry("computed before the #{operation}"), ttl: 60, fill: fill),
+      "memcached took the fill: it came before the #{operation}"
+    cache.stack.finish(fill)
+    release << true
+    removing.join
+
+    assert_nil cache.stack[:l3].get(key), "the SQL tier does not keep the fill"
+    assert_nil cache.stack[:l1].get(key)
+    assert_nil cache.read("key"), "no tier serves the value computed before the #{operation}"
+  end
+
   # Without a lease (no memcached) a plain delete still goes bottom-up: a reader that missed L1
   # after the delete finds nothing below either.
   def test_delete_goes_bottom_up

@@ -14,8 +14,8 @@ module Strata
     #   stack.delete(key)
     #   release << true # the reader goes on
     class PausingTier < SimpleDelegator
-      # Two queues: the next call of operation (:get or :set) pushes to the first once the tier
-      # has answered, then waits on the second.
+      # Two queues: the next call of operation (:get, :set, :delete or :invalidate) pushes to the
+      # first once the tier has answered, then waits on the second.
       def pause_after(operation)
         @operation = operation
         @gate = [Queue.new, Queue.new]
@@ -27,6 +27,14 @@ module Strata
 
       def set(key, bytes, ttl: nil)
         paused(:set) { __getobj__.set(key, bytes, ttl: ttl) }
+      end
+
+      def delete(key)
+        paused(:delete) { __getobj__.delete(key) }
+      end
+
+      def invalidate(key)
+        paused(:invalidate) { __getobj__.invalidate(key) }
       end
 
       private
