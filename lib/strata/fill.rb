@@ -44,5 +44,10 @@ module Strata
     def lease_pending?
       !@lease_index.nil? && !@lease_done
     end
+
+    # Whether the read-through found no value in any tier: what this caller writes is computed.
+    def missed?
+      @read && @found.nil?
+    end
   end
 end

@@ -174,8 +174,11 @@ module Strata
     end
 
     # Writes a fill into the tiers above bottom (all of them for a computed value): every tier
-    # but the leased one bottom-up, then the leased one with the lease's cas. When that is
-    # refused, the copies just written are dropped. True when the fill was kept.
+    # but the leased one bottom-up, then the leased one with the lease's cas, the commit point.
+    # The others are written with add: the read-through found no live value in them, so one
+    # there now was written since (by a write or another fill) and is newer than this fill,
+    # which gives way to it. On a refusal, add's or the lease's, the copies just written are
+    # dropped (a lease still pending is given back by #finish). True when the fill was kept.
     def fill_write(key, bytes, ttl, fill, bottom = @tiers.size)
       return false if fill.unleased
 
@@ -183,11 +186,18 @@ module Strata
       (bottom - 1).downto(0) do |index|
         next if index == fill.lease_index
 
-        safely(index) do
-          written << index if @tiers[index].set(key, bytes, ttl: ttl)
-        rescue ValueTooLargeError
+        added = safely(index, nil, :failed) do
+          @tiers[index].add(key, bytes, ttl: ttl)
+        rescue ValueTooLargeError => error
+          failed(error, index)
           drop(key, index)
+          :failed
         end
+        next if added == :failed
+        next written << index if added
+
+        written.each { |below| drop(key, below) }
+        return false
       end
       return true unless fill.lease_pending?
 

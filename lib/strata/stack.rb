@@ -118,14 +118,14 @@ module Strata
     # Store bytes in every tier, bottom-up. True when a tier stored it and none refused.
     # A tier that refuses (or can't hold a value that large) has its old copy dropped, so it can't
     # serve a stale value. Raises Strata::ValueTooLargeError when no tier could hold the value.
-    # With the fill of a read-through that holds a lease (or lost one): the fill protocol of
-    # SingleFlight instead; false when the fill was dropped.
+    # With the fill of a read-through that found nothing, or that holds a lease (or lost one):
+    # the fill protocol of SingleFlight instead (#fill_write); false when the fill was dropped.
     #
     # Concurrent writers of one key: written top-down, two writers can leave different values in
     # different tiers for good (A above, B below). Written bottom-up and then checked against the
     # lowest tier that stored it (see settle), the tiers end up agreeing with that tier.
     def set(key, bytes, ttl: nil, fill: nil)
-      return fill_write(key, bytes, ttl, fill) if fill && (fill.lease_pending? || fill.unleased)
+      return fill_write(key, bytes, ttl, fill) if fill && (fill.lease_pending? || fill.unleased || fill.missed?)
 
       refused = false
       lowest = nil

@@ -112,6 +112,41 @@ class StrataStoreDurableTest < Strata::StoreCase
     assert_nil cache.read("key"), "no tier serves the value computed before the #{operation}"
   end
 
+  # A fill that found nothing, and a write of the same key that reaches the SQL tier first: the
+  # write is newer than what the filler computed, so the fill gives way in every tier instead of
+  # overwriting the write below and leaving it to be dropped above by the write's settle check.
+  def test_a_fill_gives_way_to_a_write_that_reached_the_sql_tier_first
+    assert_fill_gives_way_to_a_write(memcached: memcached)
+  end
+
+  # The same without memcached: the fill holds only the host lock.
+  def test_a_host_locked_fill_gives_way_to_a_write_that_reached_the_sql_tier_first
+    assert_fill_gives_way_to_a_write
+  end
+
+  def assert_fill_gives_way_to_a_write(**tiers)
+    cache = build_store(**tiers, sql: sql, namespace: @namespace)
+    key = tier_key(cache, "key")
+    fill = cache.stack.fill_for(key)
+    assert_nil cache.stack.get(key, nil, fill)
+    assert fill.host_lock
+
+    l3 = Strata::TestSupport::PausingTier.new(cache.stack[:l3])
+    writer = Strata::Stack.new(cache.stack.tier_names.to_h { |name| [name, (name == :l3) ? l3 : cache.stack[name]] })
+    reached, release = l3.pause_after(:set)
+    writing = Thread.new { writer.set(key, entry("written"), ttl: 60) }
+    reached.pop # the write is in the SQL tier, not yet above it
+    refute cache.stack.set(key, entry("computed before the write"), ttl: 60, fill: fill), "the fill gave way"
+    cache.stack.finish(fill)
+    release << true
+    assert writing.value
+
+    cache.stack.tier_names.each do |name|
+      assert_equal entry("written"), cache.stack[name].get(key), "#{name} holds the write"
+    end
+    assert_equal "written", cache.read("key")
+  end
+
   # Without a lease (no memcached) a plain delete still goes bottom-up: a reader that missed L1
   # after the delete finds nothing below either.
   def test_delete_goes_bottom_up
