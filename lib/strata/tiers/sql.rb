@@ -294,6 +294,7 @@ module Strata
 
       # Runs the set or add statement with binds (#write_binds) on c: whether it stored.
       def stored?(c, operation, binds)
+        return @database.changed(c, :add, statements.add_counted, binds) > 0 if operation == :add && statements.add_counted
         if operation == :set || statements.returning?
           rows = @database.write(c, operation, statements.public_send(operation), binds)
           return operation == :set || !rows.empty? # add's RETURNING gives a row only when it stored

@@ -98,9 +98,10 @@ module Strata
           decoded(c.exec_query(sql, name(operation), binds, prepare: true))
         end
 
-        # The number of rows a writing statement changed. For the dialects without RETURNING (never
-        # the embedded SQLite file).
+        # The number of rows a writing statement changed.
         def changed(c, operation, sql, binds)
+          return native_changes(c, sql, binds) if native?
+
           sql, binds = in_text(c, sql, binds) if dialect.binds_in_text?
           c.exec_update(sql, name(operation), binds)
         end
@@ -269,6 +270,12 @@ module Strata
         ensure
           # A statement left mid-result would hold SQLite's read snapshot.
           owned ? statement&.reset! : statement&.close
+        end
+
+        # SQLite's count of the rows the statement just run changed.
+        def native_changes(c, sql, binds)
+          native_rows(c, sql, binds)
+          sqlite(c).changes
         end
 
         def native_delete(c, sql)
