@@ -17,9 +17,10 @@ module Strata
   #   value is a hit. A won lease makes this caller the filler. A lost lease serves the stale
   #   value if there is one, else waits (polling) for the winner's value; after fill_wait the
   #   caller computes for itself and writes nothing.
-  # - Fill: the computed value is written to the other tiers, bottom-up, then to the leased tier
-  #   with its lease's cas, the commit point. A refused fill (the key was invalidated or rewritten
-  #   meanwhile) drops the copies just written, so no tier keeps a value built from old data.
+  # - Fill: the computed value is added to the other tiers, bottom-up, then written to the leased
+  #   tier with its lease's cas, the commit point. A fill refused anywhere (a value written since
+  #   its read, or the key invalidated or rewritten meanwhile) drops the copies just written, so
+  #   no tier keeps a value built from old data over a newer one.
   #
   # Included in Stack; uses its @tiers, @names, #failed and #safely.
   module SingleFlight
