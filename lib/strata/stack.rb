@@ -201,12 +201,7 @@ module Strata
     # below before committing. (A fill that commits later is refused, and drops its own copies.)
     def delete(key)
       deleted = false
-      (@tiers.size - 1).downto(0) do |index|
-        deleted = true if @tiers[index].delete(key)
-      rescue TierError => error
-        failed(error, index)
-      end
-      @below_lease.each { |index| drop(key, index) }
+      removing(key) { |tier| deleted = true if tier.delete(key) }
       deleted
     end
 
@@ -230,12 +225,7 @@ module Strata
     # Mark key stale in every tier, bottom-up (tiers without stale copies delete it), then clear
     # the tiers below a leased one again (see #delete).
     def invalidate(key)
-      (@tiers.size - 1).downto(0) do |index|
-        @tiers[index].invalidate(key)
-      rescue TierError => error
-        failed(error, index)
-      end
-      @below_lease.each { |index| drop(key, index) }
+      removing(key) { |tier| tier.invalidate(key) }
       nil
     end
 
@@ -323,6 +313,17 @@ module Strata
         failed(*too_large) # the caller hears of it, though another tier holds the value
       end
       stored
+    end
+
+    # Yields each tier bottom-up for a delete or invalidate of key (a tier that fails is reported
+    # and skipped), then clears the tiers below a leased one again (see #delete).
+    def removing(key)
+      @bottom_up.each do |index|
+        yield @tiers[index]
+      rescue TierError => error
+        failed(error, index)
+      end
+      @below_lease.each { |index| drop(key, index) }
     end
 
     # After a bottom-up write of bytes that tier lowest took: when that tier now holds something
