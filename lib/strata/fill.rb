@@ -38,11 +38,23 @@ module Strata
       @unleased = false
       @read = false
       @found = nil
+      @tombstones = nil
     end
 
     # Whether this caller holds a won lease that is not yet filled.
     def lease_pending?
       !@lease_index.nil? && !@lease_done
+    end
+
+    # Notes the token Tier#get_for_fill gave where the tier at index had no value; the fill is
+    # stored there with it (Tier#add_for_fill).
+    def read_tombstone(index, token)
+      (@tombstones ||= {})[index] = token
+    end
+
+    # The token read at index, or nil (not read, or the read failed).
+    def tombstone(index)
+      @tombstones && @tombstones[index]
     end
 
     # Whether the read-through found no value in any tier: what this caller writes is computed.

@@ -17,10 +17,12 @@ module Strata
   #   value is a hit. A won lease makes this caller the filler. A lost lease serves the stale
   #   value if there is one, else waits (polling) for the winner's value; after fill_wait the
   #   caller computes for itself and writes nothing.
-  # - Fill: the computed value is added to the other tiers, bottom-up, then written to the leased
-  #   tier with its lease's cas, the commit point. A fill refused anywhere (a value written since
-  #   its read, or the key invalidated or rewritten meanwhile) drops the copies just written, so
-  #   no tier keeps a value built from old data over a newer one.
+  # - Fill: the computed value is added to the other tiers, top-down, then written to the leased
+  #   tier with its lease's cas, the commit point. A tier with tombstones (SQL) takes it only
+  #   where the key was not deleted since the read (Tier#add_for_fill). A fill refused anywhere
+  #   (a value written since its read, or the key deleted, invalidated or rewritten meanwhile)
+  #   drops the copies just written, so no tier keeps a value built from old data over a newer
+  #   one, nor over a delete.
   #
   # Included in Stack; uses its @tiers, @names, #failed and #safely.
   module SingleFlight
@@ -86,6 +88,8 @@ module Strata
           lease_read(key, index, fill, info)
         elsif index == @host_index && fill.host_read
           nil # read just now by #get_host; host_single_flight reads it again under the lock
+        elsif @tombstone_tiers[index]
+          fenced_read(key, index, fill, info)
         else
           safely(index, info) { @tiers[index].get(key) }
         end
@@ -168,6 +172,14 @@ module Strata
       end
     end
 
+    # Reads a tier with tombstones; where it has no value, notes what the fill is to be stored
+    # over there (see #fill_write).
+    def fenced_read(key, index, fill, info)
+      bytes, tombstone = safely(index, info) { @tiers[index].get_for_fill(key) }
+      fill.read_tombstone(index, tombstone) unless bytes
+      bytes
+    end
+
     # Sleeps interval; the next one, doubled up to MAX_POLL_INTERVAL, so long waits poll gently.
     def pause(interval)
       sleep interval
@@ -175,20 +187,29 @@ module Strata
     end
 
     # Writes a fill into the tiers above bottom (all of them for a computed value): every tier
-    # but the leased one bottom-up, then the leased one with the lease's cas, the commit point.
+    # but the leased one top-down, then the leased one with the lease's cas, the commit point.
     # The others are written with add: the read-through found no live value in them, so one
     # there now was written since (by a write or another fill) and is newer than this fill,
-    # which gives way to it. On a refusal, add's or the lease's, the copies just written are
-    # dropped (a lease still pending is given back by #finish). True when the fill was kept.
+    # which gives way to it. A tier with tombstones also refuses it when the key was deleted
+    # since the read. On a refusal, add's or the lease's, the copies just written are taken back
+    # (#take_back; a lease still pending is given back by #finish). True when the fill was kept.
+    #
+    # Top-down, so that without a lease the bottom tier's fenced add is the commit point: a
+    # delete clears the bottom first and the tiers above after, so a fill that got into the
+    # bottom before the delete had already written above it, and the delete clears that too.
     def fill_write(key, bytes, ttl, fill, bottom = @tiers.size)
       return false if fill.unleased
 
       written = []
-      (bottom - 1).downto(0) do |index|
+      0.upto(bottom - 1) do |index|
         next if index == fill.lease_index
 
         added = safely(index, nil, :failed) do
-          @tiers[index].add(key, bytes, ttl: ttl)
+          if @tombstone_tiers[index]
+            @tiers[index].add_for_fill(key, bytes, fill.tombstone(index), ttl: ttl)
+          else
+            @tiers[index].add(key, bytes, ttl: ttl)
+          end
         rescue ValueTooLargeError => error
           failed(error, index)
           drop(key, index)
@@ -197,7 +218,7 @@ module Strata
         next if added == :failed
         next written << index if added
 
-        written.each { |below| drop(key, below) }
+        take_back(key, bytes, written)
         return false
       end
       return true unless fill.lease_pending?
@@ -212,8 +233,19 @@ module Strata
       end
       return true if kept
 
-      written.each { |index| drop(key, index) }
+      take_back(key, bytes, written)
       false
+    end
+
+    # Removes the copies of bytes a refused fill wrote into the tiers at indexes written. A tier
+    # with tombstones gives its copy back only while it still holds it: a caller that stored a
+    # value there since (the next lease's winner, say) keeps it.
+    def take_back(key, bytes, written)
+      written.each do |index|
+        next drop(key, index) unless @tombstone_tiers[index]
+
+        safely(index) { @tiers[index].retract_fill(key, bytes) }
+      end
     end
 
     def lock_key(key)

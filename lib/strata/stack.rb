@@ -12,7 +12,7 @@ module Strata
   #   backfilled with the entry's remaining time to live.
   # - set writes through bottom-up, then checks the bottom (see #set); add writes top to bottom.
   # - delete and invalidate go bottom-up, so an upper tier is never refilled from a lower tier that
-  #   still holds the old value; then they clear the tiers below a leased one again (see #delete).
+  #   still holds the old value (see #delete for the fills that race them).
   # - incr and decr run on the bottom-most tier with counters; the copies in the other tiers with
   #   counters are dropped. Counter bytes are only ever written to tiers with counters (when there
   #   is one), so a counter costs a tier without them (SQL) nothing.
@@ -49,8 +49,10 @@ module Strata
       @bottom_up = @top_down.reverse.freeze
       @host_index = @tiers.index { |tier| tier.capabilities[:host] }
       @lease_tiers = @tiers.map { |tier| tier.capabilities[:leases] }.freeze
+      @tombstone_tiers = @tiers.map { |tier| tier.capabilities[:tombstones] }.freeze
       leased = @lease_tiers.index(&:itself)
-      @below_lease = leased ? (@tiers.size - 1).downto(leased + 1).to_a.freeze : [].freeze
+      below_lease = leased ? (@tiers.size - 1).downto(leased + 1).to_a : []
+      @unfenced_below_lease = below_lease.reject { |index| @tombstone_tiers[index] }.freeze
     end
 
     # The tier names, top first.
@@ -192,13 +194,14 @@ module Strata
 
     # Remove key from every tier, bottom-up. True if a tier held it.
     #
-    # A fill writes the tiers below its leased tier (memcached) before the lease commits it there.
-    # One that took its lease before this delete can write the SQL tier just after the delete
-    # cleared it (queued behind its write lock, say) and still commit in memcached before the
-    # delete reaches memcached; the delete then removes it from memcached, and the SQL tier would
-    # keep what was computed before the delete for the next reader to find. So once memcached is
-    # done, the tiers below it are cleared again: any such fill committed before that, and wrote
-    # below before committing. (A fill that commits later is refused, and drops its own copies.)
+    # A fill writes the tiers other than its leased tier (memcached) before the lease commits it
+    # there. One that read before this delete could write the SQL tier just after the delete
+    # cleared it and still commit in memcached before the delete reaches memcached, which would
+    # leave the value computed before the delete in the SQL tier for the next reader to find. A
+    # tier with tombstones (SQL) refuses such a write: its delete leaves a tombstone that the
+    # fill did not read. A tier without them below the leased one is cleared again once the
+    # leased tier is done: such a fill committed before that, so it wrote below before it. (A
+    # fill that commits later is refused, and drops its own copies.)
     def delete(key)
       deleted = false
       removing(key) { |tier| deleted = true if tier.delete(key) }
@@ -206,8 +209,8 @@ module Strata
     end
 
     # Remove keys from every tier, bottom-up, one call per tier (memcached: one pipeline per
-    # server), then clear the tiers below a leased one again (see #delete). The keys that some
-    # tier held.
+    # server), then clear the tiers below a leased one that have no tombstones again (see
+    # #delete). The keys that some tier held.
     def delete_multi(keys)
       deleted = {}
       (@tiers.size - 1).downto(0) do |index|
@@ -218,12 +221,12 @@ module Strata
         end
         results.each { |key, was_there| deleted[key] = true if was_there }
       end
-      @below_lease.each { |index| safely(index) { @tiers[index].delete_multi(keys) } }
+      @unfenced_below_lease.each { |index| safely(index) { @tiers[index].delete_multi(keys) } }
       deleted.keys
     end
 
-    # Mark key stale in every tier, bottom-up (tiers without stale copies delete it), then clear
-    # the tiers below a leased one again (see #delete).
+    # Mark key stale in every tier, bottom-up (tiers without stale copies delete it; see #delete
+    # for the fills that race it).
     def invalidate(key)
       removing(key) { |tier| tier.invalidate(key) }
       nil
@@ -316,14 +319,15 @@ module Strata
     end
 
     # Yields each tier bottom-up for a delete or invalidate of key (a tier that fails is reported
-    # and skipped), then clears the tiers below a leased one again (see #delete).
+    # and skipped), then clears the tiers below a leased one that have no tombstones again (see
+    # #delete).
     def removing(key)
       @bottom_up.each do |index|
         yield @tiers[index]
       rescue TierError => error
         failed(error, index)
       end
-      @below_lease.each { |index| drop(key, index) }
+      @unfenced_below_lease.each { |index| drop(key, index) }
     end
 
     # After a bottom-up write of bytes that tier lowest took: when that tier now holds something

@@ -16,7 +16,9 @@ module Strata
     # counters: atomic incr/decr across every client of the tier.
     # host:     shared by every process of one host (and only them); the stack takes its host
     #           single-flight lock there, with add.
-    CAPABILITIES = {leases: false, stale: false, cas: false, counters: false, host: false}.freeze
+    # tombstones: delete leaves a marker that refuses the fill of a read-through which read the
+    #           key before it (#get_for_fill, #add_for_fill).
+    CAPABILITIES = {leases: false, stale: false, cas: false, counters: false, host: false, tombstones: false}.freeze
 
     # Optional. Which of CAPABILITIES this tier has.
     def capabilities
@@ -95,6 +97,25 @@ module Strata
     # when key changed or was invalidated since the lease (the fill is then dropped).
     def lease_fill(key, bytes, cas, ttl: nil)
       raise NotImplementedError, "#{self.class} has no leases"
+    end
+
+    # Optional (capability :tombstones). Reads key for a read-through fill: [bytes, nil] when it is
+    # there, else [nil, token], token naming what the read found in its place.
+    def get_for_fill(key)
+      raise NotImplementedError, "#{self.class} has no tombstones"
+    end
+
+    # Optional (capability :tombstones). Stores the fill of a read-through whose #get_for_fill
+    # gave token (nil: unknown, the read failed), only where key is absent and has not been
+    # deleted since that read. True if stored.
+    def add_for_fill(key, bytes, token, ttl: nil)
+      raise NotImplementedError, "#{self.class} has no tombstones"
+    end
+
+    # Optional (capability :tombstones). Removes the bytes #add_for_fill stored, for a fill refused
+    # further on, unless key holds something else by now. True if they were there.
+    def retract_fill(key, bytes)
+      raise NotImplementedError, "#{self.class} has no tombstones"
     end
 
     # Optional. Mark key stale; a tier without capability :stale deletes it.

@@ -77,19 +77,20 @@ class StrataStoreDurableTest < Strata::StoreCase
     assert_nil cache.read("key"), "no tier serves the deleted value"
   end
 
-  # A fill that took its lease before a delete writes the SQL tier just after the delete cleared
-  # it, and commits in memcached before the delete gets there. The delete clears the tiers below
-  # memcached once more after it, so none keeps the value computed before the delete.
-  def test_a_fill_landing_between_a_deletes_sql_and_memcached_steps_is_cleared
-    assert_fill_between_sql_and_memcached_steps_is_cleared(:delete)
+  # A fill that took its lease before a delete reaches the SQL tier just after the delete passed
+  # it, while memcached would still take its commit. The delete's tombstone refuses it there, so
+  # no tier keeps the value computed before the delete, and a caller on another host that wins
+  # the next lease finds nothing to copy up: it computes afresh.
+  def test_a_fill_landing_between_a_deletes_sql_and_memcached_steps_is_refused
+    assert_fill_between_sql_and_memcached_steps_is_refused(:delete)
   end
 
   # The same race with invalidate, which marks memcached's copy stale instead of deleting it.
-  def test_a_fill_landing_between_an_invalidates_sql_and_memcached_steps_is_cleared
-    assert_fill_between_sql_and_memcached_steps_is_cleared(:invalidate)
+  def test_a_fill_landing_between_an_invalidates_sql_and_memcached_steps_is_refused
+    assert_fill_between_sql_and_memcached_steps_is_refused(:invalidate)
   end
 
-  def assert_fill_between_sql_and_memcached_steps_is_cleared(operation)
+  def assert_fill_between_sql_and_memcached_steps_is_refused(operation)
     cache = build_store(memcached: memcached, sql: sql, namespace: @namespace)
     key = tier_key(cache, "key")
     fill = cache.stack.fill_for(key)
@@ -100,16 +101,126 @@ class StrataStoreDurableTest < Strata::StoreCase
     remover = Strata::Stack.new({l1: cache.stack[:l1], l2: cache.stack[:l2], l3: l3})
     reached, release = l3.pause_after(operation)
     removing = Thread.new { remover.public_send(operation, key) }
-    reached.pop # the SQL tier is cleared; memcached is not reached yet
-    assert cache.stack.set(key, entry("computed before the #{operation}"), ttl: 60, fill: fill),
-      "memcached took the fill: it came before the #{operation}"
+    reached.pop # the SQL tier holds the tombstone; memcached is not reached yet
+    refute cache.stack.set(key, entry("computed before the #{operation}"), ttl: 60, fill: fill),
+      "the SQL tier refused the fill"
     cache.stack.finish(fill)
+    assert_nil cache.stack[:l1].get(key), "the fill dropped its L1 copy"
+    assert_equal "after", other_host.fetch("key") { "after" }, "the next lease's winner computes"
     release << true
     removing.join
 
-    assert_nil cache.stack[:l3].get(key), "the SQL tier does not keep the fill"
+    assert_equal "after", cache.read("key")
+    cache.stack.tier_names.each do |name|
+      bytes = cache.stack[name].get(key)
+      assert_equal entry("after"), bytes, "#{name} holds the value computed after the #{operation}" if bytes
+    end
+  end
+
+  # The SQL tier as a tier without tombstones, as another tier below memcached might be.
+  class Unfenced < SimpleDelegator
+    def capabilities
+      __getobj__.capabilities.merge(tombstones: false)
+    end
+  end
+
+  # Below memcached, a tier without tombstones can't refuse a fill that read before a delete and
+  # writes it just after the delete passed it; the fill then commits in memcached before the
+  # delete gets there. So the delete clears such a tier once more after memcached.
+  def test_a_fill_landing_in_an_unfenced_tier_between_a_deletes_steps_is_cleared
+    cache = build_store(memcached: memcached, sql: sql, namespace: @namespace)
+    key = tier_key(cache, "key")
+    l3 = Strata::TestSupport::PausingTier.new(Unfenced.new(cache.stack[:l3]))
+    tiers = {l1: cache.stack[:l1], l2: cache.stack[:l2], l3: l3}
+    filler = Strata::Stack.new(tiers)
+    fill = filler.fill_for(key)
+    assert_nil filler.get(key, nil, fill)
+    assert_predicate fill, :lease_pending?
+
+    reached, release = l3.pause_after(:delete)
+    deleting = Thread.new { Strata::Stack.new(tiers).delete(key) }
+    reached.pop # the SQL tier is cleared; memcached is not reached yet
+    assert filler.set(key, entry("computed before the delete"), ttl: 60, fill: fill), "memcached took the fill"
+    filler.finish(fill)
+    release << true
+    deleting.join
+
+    assert_nil cache.stack[:l3].get(key), "the unfenced tier does not keep the fill"
     assert_nil cache.stack[:l1].get(key)
-    assert_nil cache.read("key"), "no tier serves the value computed before the #{operation}"
+    assert_nil cache.read("key")
+  end
+
+  # A fill that reached the SQL tier before a delete, and commits in memcached only after it:
+  # the delete buried its SQL copy, so a caller on another host that wins the next lease (before
+  # the refused fill has taken its copies back) computes afresh instead of copying it up; and
+  # the refused fill, taking back its SQL copy, leaves that caller's value there alone.
+  def test_a_fill_refused_after_a_delete_leaves_nothing_for_the_next_lease_to_copy_up
+    cache = build_store(memcached: memcached, sql: sql, namespace: @namespace)
+    key = tier_key(cache, "key")
+    l3 = Strata::TestSupport::PausingTier.new(cache.stack[:l3])
+    filler = Strata::Stack.new({l1: cache.stack[:l1], l2: cache.stack[:l2], l3: l3})
+    fill = filler.fill_for(key)
+    assert_nil filler.get(key, nil, fill)
+
+    reached, release = l3.pause_after(:add_for_fill)
+    filling = Thread.new do
+      filler.set(key, entry("computed before the delete"), ttl: 60, fill: fill)
+    ensure
+      filler.finish(fill)
+    end
+    reached.pop # the fill is in the SQL tier, not yet committed in memcached
+    assert cache.delete("key"), "the delete found the fill's copy"
+    assert_equal "after", other_host.fetch("key") { "after" }, "the next lease's winner computes"
+    release << true
+
+    refute filling.value, "memcached refused the fill"
+    assert_equal "after", cache.read("key")
+    assert_equal entry("after"), cache.stack[:l3].get(key), "the SQL tier keeps the next lease's value"
+    cache.stack.tier_names.each do |name|
+      bytes = cache.stack[name].get(key)
+      assert_equal entry("after"), bytes, "#{name} holds no value computed before the delete" if bytes
+    end
+  end
+
+  # Without memcached a fill holds only the host lock, and its add to the SQL tier is its commit
+  # point: it writes L1 before it. One that got into the SQL tier before a delete has its L1 copy
+  # cleared by the delete too; one that comes after is refused and drops its L1 copy.
+  def test_a_host_locked_fill_racing_a_delete_leaves_no_copy_behind
+    [:before, :after].each do |order|
+      cache = build_store(sql: sql, namespace: "#{@namespace}-#{order}")
+      key = tier_key(cache, "key")
+      l3 = Strata::TestSupport::PausingTier.new(cache.stack[:l3])
+      filler = Strata::Stack.new({l1: cache.stack[:l1], l3: l3})
+      fill = filler.fill_for(key)
+      assert_nil filler.get(key, nil, fill)
+      assert fill.host_lock
+
+      if order == :before
+        reached, release = l3.pause_after(:add_for_fill)
+        filling = Thread.new { filler.set(key, entry("computed before the delete"), ttl: 60, fill: fill) }
+        reached.pop # the fill is in both tiers
+        assert cache.delete("key")
+        release << true
+        assert filling.value, "nothing refused the fill: it came first"
+      else
+        reached, release = l3.pause_after(:delete)
+        deleting = Thread.new { filler.delete(key) }
+        reached.pop # the SQL tier holds the tombstone; L1 is not cleared yet
+        refute filler.set(key, entry("computed before the delete"), ttl: 60, fill: fill), "the tombstone refused it"
+        release << true
+        deleting.join
+      end
+      filler.finish(fill)
+
+      assert_nil cache.stack[:l1].get(key), "L1 keeps no copy (fill #{order} the delete)"
+      assert_nil cache.stack[:l3].get(key)
+      assert_nil cache.read("key")
+    end
+  end
+
+  # The same store on another host: its own L1 file, the same memcached and SQL tier.
+  def other_host
+    build_store(l1: {path: File.join(@tmpdir, "other-host.l1")}, memcached: memcached, sql: sql, namespace: @namespace)
   end
 
   # A fill that found nothing, and a write of the same key that reaches the SQL tier first: the

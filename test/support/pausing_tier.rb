@@ -14,8 +14,8 @@ module Strata
     #   stack.delete(key)
     #   release << true # the reader goes on
     class PausingTier < SimpleDelegator
-      # Two queues: the next call of operation (:get, :set, :delete or :invalidate) pushes to the
-      # first once the tier has answered, then waits on the second.
+      # Two queues: the next call of operation (:get, :set, :add_for_fill, :delete or :invalidate)
+      # pushes to the first once the tier has answered, then waits on the second.
       def pause_after(operation)
         @operation = operation
         @gate = [Queue.new, Queue.new]
@@ -23,6 +23,15 @@ module Strata
 
       def get(key)
         paused(:get) { __getobj__.get(key) }
+      end
+
+      # A read-through's read of a tier with tombstones pauses as a get.
+      def get_for_fill(key)
+        paused(:get) { __getobj__.get_for_fill(key) }
+      end
+
+      def add_for_fill(key, bytes, token, ttl: nil)
+        paused(:add_for_fill) { __getobj__.add_for_fill(key, bytes, token, ttl: ttl) }
       end
 
       def set(key, bytes, ttl: nil)

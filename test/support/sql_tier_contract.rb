@@ -22,9 +22,9 @@ module Strata
       # Seconds a forked child may take.
       DEADLINE = 30
 
-      def test_is_a_tier_without_capabilities
+      def test_is_a_tier_with_tombstones_and_no_other_capability
         assert_kind_of Strata::Tier, @tier
-        assert @tier.capabilities.values.none?, "no leases, stale copies, cas or counters: #{@tier.capabilities}"
+        assert_equal({tombstones: true}, @tier.capabilities.select { |_, able| able }, "no leases, stale copies, cas or counters")
         assert_raises(NotImplementedError) { @tier.incr("n") }
         assert_raises(NotImplementedError) { @tier.get_with_cas("n") }
       end
@@ -46,6 +46,81 @@ module Strata
         assert_nil @tier.get("a")
         assert @tier.invalidate("b"), "invalidate deletes"
         assert_nil @tier.get("b")
+      end
+
+      def test_a_delete_leaves_a_tombstone_that_reads_as_a_miss_until_it_lapses
+        tier = build_tier(tombstone_ttl: 30)
+        tier.set("gone", "v")
+        before = Strata::Entry.now
+        assert tier.delete("gone")
+        after = Strata::Entry.now
+
+        assert_includes (-(after + 30_000))..-(before + 30_000), expires_at_of("gone"), "the negated time it lapses"
+        assert_nil tier.get("gone")
+        assert_equal({}, tier.get_multi(["gone"]))
+        assert_equal [nil, row_ids.first], tier.get_for_fill("gone"), "a fill reads the tombstone's id"
+        assert_equal [nil, SQL::NO_TOMBSTONE], tier.get_for_fill("never"), "and 0 where there is no row"
+        refute tier.delete("gone"), "nothing live to delete"
+
+        assert tier.add("gone", "added"), "add takes a tombstone's place"
+        assert_equal ["added", nil], tier.get_for_fill("gone")
+        tier.delete("gone")
+        assert tier.set("gone", "set")
+        assert_equal "set", tier.get("gone")
+      end
+
+      # A read-through's fill is stored over what its read found, and over nothing newer: a
+      # delete made since the read (a tombstone the fill did not read) refuses it, as a live row
+      # written since does.
+      def test_a_fill_is_refused_by_a_delete_made_since_its_read
+        _, token = @tier.get_for_fill("a")
+        @tier.delete("a")
+        refute @tier.add_for_fill("a", "filled", token), "deleted after the read of no row"
+        assert_nil @tier.get("a")
+
+        _, token = @tier.get_for_fill("a")
+        assert @tier.add_for_fill("a", "filled", token), "the tombstone it read gives way"
+        assert_equal "filled", @tier.get("a")
+
+        @tier.delete("a")
+        _, token = @tier.get_for_fill("a")
+        @tier.delete("a")
+        refute @tier.add_for_fill("a", "filled again", token), "a second delete since the read"
+        refute @tier.add_for_fill("a", "unknown", nil), "nor without a token (its read failed)"
+
+        @tier.set("b", "written")
+        refute @tier.add_for_fill("b", "filled", SQL::NO_TOMBSTONE), "a live row refuses it"
+        assert_equal "written", @tier.get("b")
+        execute("UPDATE #{table} SET expires_at = #{-(Strata::Entry.now - 1)} WHERE key_hash = #{SQL.key_hash("a")}")
+        assert @tier.add_for_fill("a", "late", SQL::NO_TOMBSTONE), "a lapsed tombstone refuses nothing"
+        assert_equal "late", @tier.get("a")
+      end
+
+      def test_a_refused_fill_takes_back_only_its_own_row
+        @tier.set("mine", "filled")
+        assert @tier.retract_fill("mine", "filled")
+        assert_nil @tier.get("mine")
+        assert_operator expires_at_of("mine"), :<, 0, "a tombstone takes its place"
+
+        @tier.set("mine", "written since")
+        refute @tier.retract_fill("mine", "filled"), "a newer value stays"
+        assert_equal "written since", @tier.get("mine")
+        refute @tier.retract_fill("absent", "filled")
+      end
+
+      def test_expiry_and_cleanup_keep_a_tombstone_until_it_lapses
+        tier = build_tier(max_size: nil, expiry_batch_size: 10, expire_every: 1)
+        tier.delete("t")
+        tier.set("other", "v")
+        assert_equal 1, count_rows("expires_at < 0"), "a pass left the tombstone at the front"
+        assert_equal 0, tier.cleanup
+
+        execute("UPDATE #{table} SET expires_at = #{-(Strata::Entry.now - 1)} WHERE key_hash = #{SQL.key_hash("t")}")
+        tier.set("another", "v")
+        assert_equal 0, count_rows("expires_at < 0"), "the next pass took it once lapsed"
+        tier.delete("t")
+        execute("UPDATE #{table} SET expires_at = #{-(Strata::Entry.now - 1)} WHERE key_hash = #{SQL.key_hash("t")}")
+        assert_equal 1, tier.cleanup
       end
 
       def test_get_multi_across_many_batches
@@ -76,7 +151,7 @@ module Strata
         assert_nil @tier.get("ttl")
         assert_equal({"forever" => "v"}, @tier.get_multi(["ttl", "forever", "negative"]))
         refute @tier.delete("ttl"), "deleting an expired row reports nothing deleted"
-        assert_equal 0, count_rows("key_hash = #{SQL.key_hash("ttl")}"), "but removes it"
+        assert_operator expires_at_of("ttl"), :<, 0, "and leaves a tombstone in its place"
       end
 
       def test_add_takes_the_place_of_an_expired_row
@@ -245,8 +320,8 @@ module Strata
         assert_equal 3, stats[:misses]
         assert_equal 2, stats[:sets], "a refused add stores nothing"
         assert_equal 1, stats[:deletes]
-        assert_equal 1, stats[:entries]
-        assert_equal "s4".bytesize + "678".bytesize, stats[:bytes]
+        assert_equal 2, stats[:entries], "s4, and the tombstone of s1"
+        assert_equal "s1".bytesize + "s4".bytesize + "678".bytesize, stats[:bytes], "a tombstone's bytes are its key's"
         assert_equal 1024 * 1024, stats[:max_value_size]
       end
 

@@ -261,6 +261,8 @@ class SqlTierTest < Minitest::Test
       {expiry_batch_size: 0} => /expiry_batch_size/,
       {expiry_batch_size: 10_001} => /expiry_batch_size/,
       {expiry_batch_size: 10, expire_every: 11} => /expire_every/,
+      {tombstone_ttl: 0} => /tombstone_ttl/,
+      {tombstone_ttl: Float::INFINITY} => /tombstone_ttl/,
       {pool: 0} => /pool/,
       {busy_timeout: -1} => /busy_timeout/,
       {bogus: 1} => /bogus/

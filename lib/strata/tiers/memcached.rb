@@ -30,7 +30,7 @@ module Strata
     class Memcached
       include Strata::Tier
 
-      CAPABILITIES = {leases: true, stale: true, cas: true, counters: true, host: false}.freeze
+      CAPABILITIES = {leases: true, stale: true, cas: true, counters: true, host: false, tombstones: false}.freeze
 
       DEFAULTS = {
         # Seconds an invalidated entry may still be served stale while one caller refills it.

@@ -44,6 +44,12 @@ module Strata
     # each other's value (they share one row: the later write takes it). Expired rows read as
     # misses. max_age bounds how long rows are kept, not how long they are served.
     #
+    # Tombstones: a delete leaves the key's row behind for tombstone_ttl seconds as a tombstone,
+    # which reads as a miss and which set and add replace like an expired row. It is there for
+    # read-through fills (#get_for_fill, #add_for_fill): a fill that read the key before the
+    # delete can't store what it computed from older data after it. A tombstone counts in the
+    # table's entries, and its key's bytes in its byte_size, so expiry bounds them like any row.
+    #
     # Expiry: every expire_every writes (counted per process), before its own write, a write runs
     # one pass (Expiry) over the oldest expiry_batch_size rows by id, which is the order of last
     # writes: it deletes those that expired or outlived max_age, and the oldest ones while the
@@ -73,9 +79,16 @@ module Strata
     # pass fails raises before it writes. The next call reconnects (Active Record does it for an
     # app's connection_class; an embedded SQLite file needs no reconnecting).
     #
-    # Capabilities: none (no leases, stale copies, cas or counters); invalidate deletes.
+    # Capabilities: tombstones only (no leases, stale copies, cas or counters); invalidate deletes.
     class SQL
       include Strata::Tier
+
+      CAPABILITIES = Tier::CAPABILITIES.merge(tombstones: true).freeze
+      # The token of a fill that read no row (ids start at 1).
+      NO_TOMBSTONE = 0
+      # What a tombstone keeps as its value when it buried a live row, so that the one statement
+      # that makes it can say so (Statements#bury); a tombstone's value is never read.
+      BURIED_LIVE = "\x01".b.freeze
 
       DEFAULTS = {
         table_name: "strata_entries",
@@ -85,6 +98,7 @@ module Strata
         max_value_size: 1024 * 1024, # bytes of one value; memcached's item size, so L2 takes what L3 holds
         expiry_batch_size: 100,      # rows one expiry pass may delete
         expire_every: 50,            # writes per process between passes, at most expiry_batch_size
+        tombstone_ttl: 60,           # seconds a deleted key's tombstone fences fills that read before it
         pool: 5,                     # embedded only: connections in the SQLite pool
         busy_timeout: 1              # embedded only: seconds to wait for another writer's lock
       }.freeze
@@ -115,13 +129,17 @@ module Strata
       def initialize(path: nil, connection_class: nil, table_name: DEFAULTS[:table_name],
         max_size: DEFAULTS[:max_size], max_entries: DEFAULTS[:max_entries], max_age: DEFAULTS[:max_age],
         max_value_size: DEFAULTS[:max_value_size], expiry_batch_size: DEFAULTS[:expiry_batch_size],
-        expire_every: DEFAULTS[:expire_every], pool: nil, busy_timeout: nil)
+        expire_every: DEFAULTS[:expire_every], tombstone_ttl: DEFAULTS[:tombstone_ttl], pool: nil, busy_timeout: nil)
         validate_connection(path, connection_class, pool, busy_timeout)
         validate_limits(table_name, max_size, max_entries, max_age, max_value_size, expiry_batch_size, expire_every)
+        unless tombstone_ttl.is_a?(Numeric) && tombstone_ttl.real? && tombstone_ttl.finite? && tombstone_ttl.positive?
+          raise ArgumentError, "tombstone_ttl must be a positive number of seconds, got #{tombstone_ttl.inspect}"
+        end
         @table_name = table_name.to_s
         @max_value_size = max_value_size
         @expire_every = expire_every
         @batch = expiry_batch_size
+        @tombstone_ms = (tombstone_ttl * 1000).ceil
         @expiry = Expiry.new(max_size: max_size, max_entries: max_entries, max_age: max_age)
         @limits = {max_size: max_size, max_entries: max_entries, max_age: max_age, max_value_size: max_value_size}
         @statements = nil
@@ -138,6 +156,10 @@ module Strata
       # The Active Record class whose pool the tier uses (for path:, the one it made).
       def connection_class
         @database.connection_class
+      end
+
+      def capabilities
+        CAPABILITIES
       end
 
       def get(key)
@@ -166,6 +188,21 @@ module Strata
         found
       end
 
+      # For a read-through fill: [bytes, nil] when key is live, else [nil, token] for
+      # #add_for_fill, where token names the tombstone read (NO_TOMBSTONE when there was none).
+      def get_for_fill(key)
+        check_key(key)
+        row = @database.run(:get) do |c|
+          @database.select(c, :get, statements.get_for_fill, [key_hash(key), binary(key), Entry.now]).first
+        end
+        if row.nil? || row[1] < 0
+          count(:misses)
+          return [nil, row ? row[2] : NO_TOMBSTONE]
+        end
+        count(:hits)
+        [row.first, nil]
+      end
+
       def set(key, bytes, ttl: nil)
         write(:set, key, bytes, ttl)
         count(:sets)
@@ -189,7 +226,7 @@ module Strata
           now = Entry.now
           @database.transaction(c) do
             ordered.each do |hash, key|
-              next remove(c, :set_multi, hash, binary(key), now) unless results[key]
+              next bury(c, hash, binary(key), key.bytesize, now) unless results[key]
 
               expire(c) if write_due?
               @database.write(c, :set_multi, statements.set, write_binds(key, entries[key], expires_in, now, hash))
@@ -212,10 +249,38 @@ module Strata
         true
       end
 
+      # The fill of a read-through whose #get_for_fill gave token: an add that may also replace
+      # the tombstone token names, and no other. A tombstone made since the read refuses it, as
+      # a live row does. False when refused.
+      def add_for_fill(key, bytes, token, ttl: nil)
+        return false unless write(:add_for_fill, key, bytes, ttl, token || NO_TOMBSTONE)
+
+        count(:sets)
+        true
+      end
+
+      # Gives back what #add_for_fill stored, when the fill was refused further on: a tombstone
+      # takes its place, unless key holds something else by now (a newer write, a delete).
+      # True when the fill's row was still there.
+      def retract_fill(key, bytes)
+        check_value(key, bytes)
+        hash = key_hash(key)
+        @database.run(:delete) do |c| # binary reads the dialect: a closed tier raises inside
+          binds = [*tombstone(key.bytesize, Entry.now), hash, binary(key), binary(bytes)]
+          @database.changed(c, :delete, statements.retract, binds) > 0
+        end
+      end
+
+      # Replaces key's row with a tombstone (see the class comment), which counts as a write
+      # towards the next expiry pass. True when a live row was there.
       def delete(key)
         check_key(key)
-        now = Entry.now
-        deleted = @database.run(:delete) { |c| remove(c, :delete, key_hash(key), binary(key), now) }
+        hash = key_hash(key)
+        deleted = @database.run(:delete) do |c| # binary reads the dialect: a closed tier raises inside
+          stored_key = binary(key)
+          now = Entry.now
+          with_expiry(c) { bury(c, hash, stored_key, key.bytesize, now) }
+        end
         count(:deletes)
         deleted
       end
@@ -274,48 +339,70 @@ module Strata
 
       private
 
-      # set or add on key: whether it stored (a set always does).
-      def write(operation, key, bytes, ttl)
+      # set, add or add_for_fill (with the tombstone token) on key: whether it stored (a set
+      # always does).
+      def write(operation, key, bytes, ttl, token = nil)
         check_value(key, bytes)
         raise too_large(key, bytes) if bytes.bytesize > @max_value_size
 
         expires_in = check_ttl(ttl)
         @database.run(operation) do |c| # statements and binds read the dialect: a closed tier raises inside
           binds = write_binds(key, bytes, expires_in, Entry.now)
-          next stored?(c, operation, binds) unless write_due?
-
-          # The pass and the write commit together, or neither does.
-          @database.transaction(c) do
-            expire(c)
-            stored?(c, operation, binds)
-          end
+          with_expiry(c) { stored?(c, operation, binds, token) }
         end
       end
 
-      # Runs the set or add statement with binds (#write_binds) on c: whether it stored.
-      def stored?(c, operation, binds)
-        return @database.changed(c, :add, statements.add_counted, binds) > 0 if operation == :add && statements.add_counted
-        if operation == :set || statements.returning?
-          rows = @database.write(c, operation, statements.public_send(operation), binds)
-          return operation == :set || !rows.empty? # add's RETURNING gives a row only when it stored
+      # The block's value, after an expiry pass first when one is due: the pass and the block's
+      # write then commit together, or neither does.
+      def with_expiry(c)
+        return yield unless write_due?
+
+        @database.transaction(c) do
+          expire(c)
+          yield
         end
+      end
+
+      # Runs the set, add or add_for_fill statement with binds (#write_binds) and token on c:
+      # whether it stored.
+      def stored?(c, operation, binds, token)
+        if operation == :set
+          @database.write(c, :set, statements.set, binds)
+          return true
+        end
+
+        fill = operation == :add_for_fill
+        binds += [token] if fill
+        counted = fill ? statements.fill_add_counted : statements.add_counted
+        return @database.changed(c, operation, counted, binds) > 0 if counted
+        # RETURNING gives a row only when it stored.
+        return !@database.write(c, operation, fill ? statements.fill_add : statements.add, binds).empty? if statements.returning?
+
         # Without ON CONFLICT (MySQL): free the row an add may take, then insert, which a live
-        # row refuses. Binds: key_hash, key, now.
-        @database.changed(c, :add, statements.add_vacate, binds.values_at(0, 1, 4))
-        @database.inserted?(c, :add, statements.add, binds)
+        # row refuses. Binds: key_hash, key, now (and for a fill: now again, the token).
+        vacate = fill ? [statements.fill_vacate, binds.values_at(0, 1, 4, 4, 6)] : [statements.add_vacate, binds.values_at(0, 1, 4)]
+        @database.changed(c, operation, *vacate)
+        @database.inserted?(c, operation, statements.add, binds.first(6))
       end
 
-      # Deletes the row of key (bytes, with its hash) on c: whether it was live. An expired row is
-      # deleted too, and reported as nothing deleted.
-      def remove(c, operation, hash, key, now)
-        unless statements.returning?
-          return true if @database.changed(c, operation, statements.delete_live, [hash, key, now]) > 0
-
-          @database.changed(c, operation, statements.delete, [hash, key])
-          return false
+      # Leaves a tombstone in place of the row of key (bytes, with its hash) on c, whatever row
+      # that is (live, expired, an older tombstone, none): whether it was live.
+      def bury(c, hash, key, key_size, now)
+        fields = tombstone(key_size, now)
+        if statements.returning?
+          rows = @database.write(c, :delete, statements.bury, [hash, key, *fields, binary(BURIED_LIVE)])
+          return !rows.first.first.empty?
         end
-        rows = @database.write(c, operation, statements.delete, [hash, key])
-        rows.any? { |(expires_at)| expires_at == 0 || expires_at > now }
+        # MySQL: a live row becomes the tombstone; else the tombstone is set over whatever is there.
+        return true if @database.changed(c, :delete, statements.bury_live, [*fields, hash, key, now]) > 0
+
+        @database.write(c, :delete, statements.set, [hash, key, *fields])
+        false
+      end
+
+      # The value, expires_at, created_at and byte_size of a tombstone made at now.
+      def tombstone(key_size, now)
+        [binary(""), -(now + @tombstone_ms), now, key_size]
       end
 
       def check_value(key, bytes)

@@ -5,7 +5,7 @@ module Strata
     class SQL
       # What differs between the databases the SQL tier runs on. Its upserts (ON CONFLICT ... DO
       # UPDATE ... WHERE, RETURNING) read the same on SQLite 3.35+ and PostgreSQL 9.5+. MySQL and
-      # MariaDB have neither, so Statements writes their set, add and delete another way (see
+      # MariaDB have neither, so Statements writes their set and adds another way (see
       # #returning?); the rest of the SQL (IN lists, ranges, derived tables) is common to all.
       module Dialect
         # The dialect for an Active Record adapter name; ArgumentError for a database the tier
@@ -31,7 +31,7 @@ module Strata
             "?"
           end
 
-          # Whether INSERT ... ON CONFLICT and RETURNING are there: set, add and delete are then
+          # Whether INSERT ... ON CONFLICT and RETURNING are there: set and the adds are then
           # one statement each.
           def returning?
             true
@@ -99,8 +99,8 @@ module Strata
         # MySQL and MariaDB, through Active Record's trilogy or mysql2 adapter. No RETURNING and
         # no ON CONFLICT: a set is a REPLACE (which deletes the old row and inserts a new one, so
         # a rewrite takes a new id as the FIFO needs), an add a plain INSERT that a live row
-        # refuses, and a delete counts the rows it removed. No database_bytes: InnoDB's files hold
-        # free pages, indexes and undo, and no cheap bound on the table's bytes comes from them.
+        # refuses. No database_bytes: InnoDB's files hold free pages, indexes and undo, and no
+        # cheap bound on the table's bytes comes from them.
         class MySQL < Base
           def name
             "mysql"

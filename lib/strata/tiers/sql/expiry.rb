@@ -6,10 +6,11 @@ module Strata
       # Which rows one expiry pass deletes. Pure: the tier reads the front of the FIFO (the oldest
       # rows by id, at most one batch) and the table's totals, and deletes the ids this returns.
       #
-      # Walking the front in order, a row goes when it has expired (its TTL), when it is older
-      # than max_age, or while the table is still over max_size or max_entries counting only the
-      # rows kept so far. So a pass deletes at most one batch, and when over budget it deletes the
-      # oldest rows first and stops as soon as the table fits.
+      # Walking the front in order, a row goes when it has expired (at its TTL; a tombstone at
+      # its negated expires_at, see Statements), when it is older than max_age, or while the
+      # table is still over max_size or max_entries counting only the rows kept so far. So a pass
+      # deletes at most one batch, and when over budget it deletes the oldest rows first and stops
+      # as soon as the table fits.
       class Expiry
         # Counts of one pass's decisions.
         Victims = Struct.new(:ids, :expired, :evicted)
@@ -47,7 +48,7 @@ module Strata
           aged_before = written_before(now)
           victims = Victims.new([], 0, 0)
           head.each do |id, byte_size, expires_at, created_at| # bound: head.size, one batch
-            if (expires_at != 0 && expires_at <= now) || (aged_before && created_at < aged_before)
+            if (expires_at != 0 && expires_at.abs <= now) || (aged_before && created_at < aged_before)
               victims.expired += 1
             elsif over_budget?(entries, bytes)
               victims.evicted += 1

@@ -9,7 +9,7 @@ module Strata
       #
       #   id          the FIFO position: a rewrite takes a new id (see Statements)
       #   key_hash    signed 64-bit hash of the key, unique: the upsert's conflict target
-      #   expires_at  unix ms, 0 = never
+      #   expires_at  unix ms, 0 = never; negative for a tombstone, lapsing at -expires_at (SQL#delete)
       #   created_at  unix ms of the last write (max_age counts from it)
       #   byte_size   key plus value bytes, what max_size adds up
       #   key, value  the bytes, last: a scan of the small columns never reads a large value's pages

@@ -13,6 +13,10 @@ module Strata
       # FIFO order by id is the order of last writes. SQLite may hand the id of a row deleted from
       # the top of the table to the next write, so the tier reads ids and deletes them in one
       # transaction (SQL#expire, #cleanup): a delete by id never removes a write made after the read.
+      #
+      # A deleted key's row stays behind as a tombstone (see SQL#delete): an empty value whose
+      # expires_at is the negated time it lapses. Reads take it for an expired row; expiry keeps it
+      # until that time; a fill that read before it was made can't replace it (fill_add).
       class Statements
         # get_multi pads its IN list to one of these lengths, so that a few prepared statements
         # serve every batch. Batches are at most the last one.
@@ -31,8 +35,9 @@ module Strata
         SAMPLE_WINDOWS = 20
         SAMPLE_WINDOW = 250
 
-        attr_reader :get, :set, :add, :add_counted, :add_vacate, :delete, :delete_live, :clear, :head, :expired_head, :totals, :max_id,
-          :expired_ids, :id_range, :newest_totals, :sample_totals, :database_bytes
+        attr_reader :get, :get_for_fill, :set, :add, :add_counted, :add_vacate, :fill_add, :fill_add_counted, :fill_vacate,
+          :bury, :bury_live, :retract, :clear, :head, :expired_head, :totals, :max_id, :expired_ids, :id_range,
+          :newest_totals, :sample_totals, :database_bytes
 
         # table: an identifier the caller validated; it is quoted here.
         def initialize(table, dialect, expiry_batch_size:)
@@ -42,11 +47,14 @@ module Strata
           @columns = "key_hash, #{@key}, value, expires_at, created_at, byte_size"
           @get_multi = {}
           @add_counted = nil
+          @fill_add_counted = nil
+          @bury = nil
+          @bury_live = nil
           build(expiry_batch_size)
           dialect.returning? ? build_upserts : build_mysql_writes
         end
 
-        # Whether set, add and delete are the one-statement upserts with RETURNING (SQLite,
+        # Whether set, add and fill_add are the one-statement upserts with RETURNING (SQLite,
         # PostgreSQL), else the MySQL forms (see #build_mysql_writes).
         def returning?
           @dialect.returning?
@@ -74,6 +82,14 @@ module Strata
           # Binds: key_hash, key, now (ms). Rows: value.
           @get = "SELECT value FROM #{@table} WHERE key_hash = #{bind(1)} AND #{@key} = #{bind(2)} " \
             "AND (expires_at = 0 OR expires_at > #{bind(3)})"
+          # Binds as get's. Rows: value, expires_at, id of the key's live row or live tombstone.
+          @get_for_fill = "SELECT value, expires_at, id FROM #{@table} WHERE key_hash = #{bind(1)} AND #{@key} = #{bind(2)} " \
+            "AND (expires_at = 0 OR ABS(expires_at) > #{bind(3)})"
+          # Turns the key's row into a tombstone while it holds the value given, keeping its id
+          # (no fill read a tombstone with that id: a row takes a new id whenever it is
+          # rewritten). Binds: value (empty), expires_at (negative), created_at (now, ms),
+          # byte_size, key_hash, key, the value. Rows changed: whether it held that value.
+          @retract = "#{entomb} AND value = #{bind(7)}"
           IN_LIST_SIZES.each do |size|
             hashes = (1..size).map { |index| bind(index) }.join(", ")
             @get_multi[size] = "SELECT #{@key}, value FROM #{@table} WHERE key_hash IN (#{hashes}) " \
@@ -85,7 +101,7 @@ module Strata
           # The rows of the front that have expired or outlived max_age, the only candidates of a
           # pass while the table is within budget. Binds: now (ms), written_before (ms).
           @expired_head = "SELECT id, byte_size, expires_at, created_at FROM (#{@head}) AS head " \
-            "WHERE (expires_at <> 0 AND expires_at <= #{bind(1)}) OR created_at < #{bind(2)} ORDER BY id"
+            "WHERE (expires_at <> 0 AND ABS(expires_at) <= #{bind(1)}) OR created_at < #{bind(2)} ORDER BY id"
           @totals = "SELECT COUNT(*) AS entries, COALESCE(SUM(byte_size), 0) AS bytes FROM #{@table}"
           @max_id = "SELECT COALESCE(MAX(id), 0) AS id FROM #{@table}"
           # The lowest and highest id: two index lookups (one query asking for both would scan).
@@ -109,7 +125,7 @@ module Strata
           # Binds: after id, up to id, now (ms), written before (ms; 0 when there is no max_age).
           # Rows: id, at most CLEANUP_STEP, in id order.
           @expired_ids = "SELECT id FROM #{@table} WHERE id > #{bind(1)} AND id <= #{bind(2)} " \
-            "AND ((expires_at <> 0 AND expires_at <= #{bind(3)}) OR created_at < #{bind(4)}) " \
+            "AND ((expires_at <> 0 AND ABS(expires_at) <= #{bind(3)}) OR created_at < #{bind(4)}) " \
             "ORDER BY id LIMIT #{CLEANUP_STEP}"
         end
 
@@ -117,24 +133,50 @@ module Strata
         def build_upserts
           # Binds: key_hash, key, value, expires_at, created_at (now, ms), byte_size.
           @set = upsert
+          # A tombstone over any row of the key, in one statement: set's values, for a tombstone,
+          # except that a live row keeps its id (no fill read a tombstone with that id: a row
+          # takes a new id whenever it is rewritten), which spares moving it in the table.
+          # Binds as set's, then a mark: the value the tombstone keeps when it buried a live row,
+          # where it is never read. Rows: that value (the mark when a live row was there, else
+          # empty).
+          live = "#{@table}.#{@key} = excluded.#{@key} AND (#{@table}.expires_at = 0 OR #{@table}.expires_at > excluded.created_at)"
+          @bury = "#{upsert(value: "CASE WHEN #{live} THEN #{bind(7)} ELSE excluded.value END",
+            id: "CASE WHEN #{live} THEN #{@table}.id ELSE #{@dialect.next_id(@table)} END")} RETURNING value"
           # Same binds; a row comes back when stored. An existing row gives way only to another
-          # key (a hash collision: the slot goes to the newer key) or when it has expired.
+          # key (a hash collision: the slot goes to the newer key) or when it has expired (a
+          # tombstone reads as expired).
           add_counted = "#{upsert} WHERE #{@table}.#{@key} <> excluded.#{@key} " \
             "OR (#{@table}.expires_at <> 0 AND #{@table}.expires_at <= excluded.created_at)"
           @add = "#{add_counted} RETURNING id"
-          # SQLite: add without RETURNING, read by the rows it changed, which skips a result row
-          # (about a tenth of the statement's cost; read-through fills write with add).
-          @add_counted = add_counted if @dialect.is_a?(Dialect::SQLite)
-          # Binds: key_hash, key. Rows: expires_at of the row removed.
-          @delete = "DELETE FROM #{@table} WHERE key_hash = #{bind(1)} AND #{@key} = #{bind(2)} RETURNING expires_at"
+          # Binds as add's, then the id of the tombstone the fill read (0: none). A live tombstone
+          # gives way only when it is that one: any other was made after the fill's read.
+          fill_add_counted = "#{upsert} WHERE #{@table}.#{@key} <> excluded.#{@key} " \
+            "OR (#{@table}.expires_at > 0 AND #{@table}.expires_at <= excluded.created_at) " \
+            "OR (#{@table}.expires_at < 0 AND (-#{@table}.expires_at <= excluded.created_at OR #{@table}.id = #{bind(7)}))"
+          @fill_add = "#{fill_add_counted} RETURNING id"
+          # SQLite: the adds without RETURNING, read by the rows they changed, which skips a result
+          # row (about a tenth of the statement's cost; read-through fills write with fill_add).
+          if @dialect.is_a?(Dialect::SQLite)
+            @add_counted = add_counted
+            @fill_add_counted = fill_add_counted
+          end
         end
 
-        def upsert
+        # value, id: what the conflicting row's value and id become (the new value, the next id,
+        # unless given).
+        def upsert(value: "excluded.value", id: @dialect.next_id(@table))
           values = (1..6).map { |index| bind(index) }.join(", ")
           "INSERT INTO #{@table} (#{@columns}) VALUES (#{values}) " \
-            "ON CONFLICT (key_hash) DO UPDATE SET id = #{@dialect.next_id(@table)}, #{@key} = excluded.#{@key}, " \
-            "value = excluded.value, expires_at = excluded.expires_at, created_at = excluded.created_at, " \
+            "ON CONFLICT (key_hash) DO UPDATE SET id = #{id}, #{@key} = excluded.#{@key}, " \
+            "value = #{value}, expires_at = excluded.expires_at, created_at = excluded.created_at, " \
             "byte_size = excluded.byte_size"
+        end
+
+        # An UPDATE that makes the key's row a tombstone, to be narrowed by more of its WHERE.
+        # Binds: value (empty), expires_at (negative), created_at (now, ms), byte_size, key_hash, key.
+        def entomb
+          "UPDATE #{@table} SET value = #{bind(1)}, expires_at = #{bind(2)}, created_at = #{bind(3)}, " \
+            "byte_size = #{bind(4)} WHERE key_hash = #{bind(5)} AND #{@key} = #{bind(6)}"
         end
 
         # MySQL and MariaDB: no RETURNING, so the tier reads what a write did from the rows it
@@ -148,13 +190,17 @@ module Strata
           # collision) or an expired one.
           @add_vacate = "DELETE FROM #{@table} WHERE key_hash = #{bind(1)} AND (#{@key} <> #{bind(2)} " \
             "OR (expires_at <> 0 AND expires_at <= #{bind(3)}))"
-          # Binds as set's. After add_vacate, a row still there is live and refuses the insert (a
-          # duplicate key error, which SQL#add reads as not stored).
+          # Binds: key_hash, key, now (ms), now, the id of the tombstone the fill read (0: none).
+          # Removes the row a fill may take (see fill_add), before the insert of add.
+          @fill_vacate = "DELETE FROM #{@table} WHERE key_hash = #{bind(1)} AND (#{@key} <> #{bind(2)} " \
+            "OR (expires_at > 0 AND expires_at <= #{bind(3)}) OR (expires_at < 0 AND (-expires_at <= #{bind(4)} OR id = #{bind(5)})))"
+          # Binds as set's. After add_vacate (or fill_vacate), a row still there is live (or a
+          # tombstone made since the fill's read) and refuses the insert (a duplicate key error,
+          # which SQL#add reads as not stored).
           @add = "INSERT INTO #{@table} (#{@columns}) VALUES (#{values})"
-          # Binds: key_hash, key. Rows changed: whether a row went.
-          @delete = "DELETE FROM #{@table} WHERE key_hash = #{bind(1)} AND #{@key} = #{bind(2)}"
-          # Binds: key_hash, key, now (ms). Rows changed: whether a live row went.
-          @delete_live = "#{@delete} AND (expires_at = 0 OR expires_at > #{bind(3)})"
+          # Binds as retract's, with now (ms) last. Rows changed: whether a live row was there
+          # (it keeps its id). Where there was none, a set of the tombstone follows.
+          @bury_live = "#{entomb} AND (expires_at = 0 OR expires_at > #{bind(7)})"
         end
 
         def bind(index)
