@@ -14,9 +14,10 @@ module Strata
       # the top of the table to the next write, so the tier reads ids and deletes them in one
       # transaction (SQL#expire, #cleanup): a delete by id never removes a write made after the read.
       #
-      # A deleted key's row stays behind as a tombstone (see SQL#delete): an empty value whose
-      # expires_at is the negated time it lapses. Reads take it for an expired row; expiry keeps it
-      # until that time; a fill that read before it was made can't replace it (fill_add).
+      # A deleted key's row stays behind as a tombstone (see SQL#delete): its expires_at is the
+      # negated time it lapses, and its value is never read (empty, or the mark of #bury). Reads
+      # take it for an expired row; expiry keeps it until that time; a fill that read before it
+      # was made can't replace it (fill_add).
       class Statements
         # get_multi pads its IN list to one of these lengths, so that a few prepared statements
         # serve every batch. Batches are at most the last one.
@@ -145,12 +146,12 @@ module Strata
           # Same binds; a row comes back when stored. An existing row gives way only to another
           # key (a hash collision: the slot goes to the newer key) or when it has expired (a
           # tombstone reads as expired).
-          add_counted = "#{upsert} WHERE #{@table}.#{@key} <> excluded.#{@key} " \
-            "OR (#{@table}.expires_at <> 0 AND #{@table}.expires_at <= excluded.created_at)"
+          other_key = "#{@table}.#{@key} <> excluded.#{@key}"
+          add_counted = "#{upsert} WHERE #{other_key} OR (#{@table}.expires_at <> 0 AND #{@table}.expires_at <= excluded.created_at)"
           @add = "#{add_counted} RETURNING id"
           # Binds as add's, then the id of the tombstone the fill read (0: none). A live tombstone
           # gives way only when it is that one: any other was made after the fill's read.
-          fill_add_counted = "#{upsert} WHERE #{@table}.#{@key} <> excluded.#{@key} " \
+          fill_add_counted = "#{upsert} WHERE #{other_key} " \
             "OR (#{@table}.expires_at > 0 AND #{@table}.expires_at <= excluded.created_at) " \
             "OR (#{@table}.expires_at < 0 AND (-#{@table}.expires_at <= excluded.created_at OR #{@table}.id = #{bind(7)}))"
           @fill_add = "#{fill_add_counted} RETURNING id"
