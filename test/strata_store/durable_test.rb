@@ -111,10 +111,7 @@ class StrataStoreDurableTest < Strata::StoreCase
     removing.join
 
     assert_equal "after", cache.read("key")
-    cache.stack.tier_names.each do |name|
-      bytes = cache.stack[name].get(key)
-      assert_equal entry("after"), bytes, "#{name} holds the value computed after the #{operation}" if bytes
-    end
+    assert_no_tier_holds_other_than(cache, key, entry("after"))
   end
 
   # The SQL tier as a tier without tombstones, as another tier below memcached might be.
@@ -176,9 +173,14 @@ class StrataStoreDurableTest < Strata::StoreCase
     refute filling.value, "memcached refused the fill"
     assert_equal "after", cache.read("key")
     assert_equal entry("after"), cache.stack[:l3].get(key), "the SQL tier keeps the next lease's value"
+    assert_no_tier_holds_other_than(cache, key, entry("after"))
+  end
+
+  # Every tier of cache holds bytes under key, or nothing.
+  def assert_no_tier_holds_other_than(cache, key, bytes)
     cache.stack.tier_names.each do |name|
-      bytes = cache.stack[name].get(key)
-      assert_equal entry("after"), bytes, "#{name} holds no value computed before the delete" if bytes
+      held = cache.stack[name].get(key)
+      assert_equal bytes, held, "#{name} holds another value" if held
     end
   end
 
