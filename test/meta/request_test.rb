@@ -26,6 +26,17 @@ class MetaRequestTest < Minitest::Test
     refute_predicate request, :frozen?
   end
 
+  # The builders of the client's hot paths send what the general one would.
+  def test_mg_value_and_mg_lease_match_mg
+    ["foo", "ключ", "with space", "x" * 250, "\xFF\x00".b].each do |key|
+      assert_equal Request.mg(key, flags: false, cas: false), Request.mg_value(key).b, key.inspect
+      assert_equal Request.mg(key, flags: false, lease_ttl: 30), Request.mg_lease(key, 30).b, key.inspect
+      assert_equal Request.mg(key, flags: false), Request.mg_lease(key, nil).b, key.inspect
+    end
+    assert_raises(ArgumentError) { Request.mg_value("") }
+    assert_raises(ArgumentError) { Request.mg_lease("k", 2**31) }
+  end
+
   def test_mg_with_no_reply_flags
     assert_equal "mg foo\r\n".b, Request.mg("foo", value: false, flags: false, cas: false)
   end

@@ -101,7 +101,7 @@ module Strata
       def get(key)
         server, = @ring.route(key)
         dispatch(server) do |c|
-          c.write(Request.mg(key, flags: false, cas: false))
+          c.write(Request.mg_value(key))
           read_plain_value(c, key)
         end
       end
@@ -224,7 +224,7 @@ module Strata
         server, role = @ring.route(key)
         dispatch(server) do |c, features|
           leases = features.leases
-          c.write(Request.mg(key, flags: false, lease_ttl: leases ? server_ttl(lease_ttl, role) : nil))
+          c.write(Request.mg_lease(key, leases ? server_ttl(lease_ttl, role) : nil))
           line = c.read_line
           length, cas = Response.fresh_value(line)
           next Lease.new(c.read_bytes(length), cas, false, false, false) if length

@@ -84,6 +84,27 @@ module Strata
         buf << CRLF
       end
 
+      # The request of a plain read, #mg(key, flags: false, cas: false): "mg <key> v\r\n". One
+      # interpolation, no keyword arguments and no re-encoding (its bytes are the request's, in
+      # BINARY or, for an ASCII key, US-ASCII-compatible UTF-8; the Wire writes bytes): every get
+      # of the client goes through it, and the general builder took 0.4 us more (hot; more
+      # between round trips, with the caches cold).
+      def mg_value(key)
+        token, base64 = key_token(key)
+        base64 ? "mg #{token} b v\r\n" : "mg #{token} v\r\n"
+      end
+
+      # The request of a lease read, #mg(key, flags: false, lease_ttl:): "mg <key> v c N<ttl>\r\n",
+      # or without N when lease_ttl is nil. Built as #mg_value is: every fetch through memcached
+      # starts with it.
+      def mg_lease(key, lease_ttl)
+        token, base64 = key_token(key)
+        return "mg #{token}#{BASE64_FLAG if base64} v c\r\n" if lease_ttl.nil?
+
+        check_number(lease_ttl, TTL_RANGE, :lease_ttl)
+        "mg #{token}#{BASE64_FLAG if base64} v c N#{lease_ttl}\r\n"
+      end
+
       # Meta set header: "ms <key> <datalen> <flags>*\r\n".
       #
       # Only the header is built, so a value goes to the socket without being copied into the
