@@ -79,7 +79,8 @@ module Strata
     # pass fails raises before it writes. The next call reconnects (Active Record does it for an
     # app's connection_class; an embedded SQLite file needs no reconnecting).
     #
-    # Capabilities: tombstones only (no leases, stale copies, cas or counters); invalidate deletes.
+    # Capabilities: tombstones only (no leases, stale copies, cas or counters); invalidate deletes,
+    # leaving a tombstone like #delete.
     class SQL
       include Strata::Tier
 
