@@ -205,11 +205,7 @@ module Strata
         next if index == fill.lease_index
 
         added = safely(index, nil, :failed) do
-          if @tombstone_tiers[index]
-            @tiers[index].add_for_fill(key, bytes, fill.tombstone(index), ttl: ttl)
-          else
-            @tiers[index].add(key, bytes, ttl: ttl)
-          end
+          @tiers[index].add_for_fill(key, bytes, fill.tombstone(index), ttl: ttl)
         rescue ValueTooLargeError => error
           failed(error, index)
           drop(key, index)
@@ -241,11 +237,7 @@ module Strata
     # with tombstones gives its copy back only while it still holds it: a caller that stored a
     # value there since (the next lease's winner, say) keeps it.
     def take_back(key, bytes, written)
-      written.each do |index|
-        next drop(key, index) unless @tombstone_tiers[index]
-
-        safely(index) { @tiers[index].retract_fill(key, bytes) }
-      end
+      written.each { |index| safely(index) { @tiers[index].retract_fill(key, bytes) } }
     end
 
     def lock_key(key)

@@ -17,7 +17,7 @@ module Strata
     # host:     shared by every process of one host (and only them); the stack takes its host
     #           single-flight lock there, with add.
     # tombstones: delete leaves a marker that refuses the fill of a read-through which read the
-    #           key before it (#get_for_fill, #add_for_fill).
+    #           key before it (#get_for_fill, #add_for_fill). Without it, a fill is a plain add.
     CAPABILITIES = {leases: false, stale: false, cas: false, counters: false, host: false, tombstones: false}.freeze
 
     # Optional. Which of CAPABILITIES this tier has.
@@ -105,18 +105,23 @@ module Strata
       raise NotImplementedError, "#{self.class} has no tombstones"
     end
 
-    # Optional (capability :tombstones). Stores the fill of a read-through whose #get_for_fill
-    # gave token (nil: unknown, the read failed), only where key is absent and has not been
-    # deleted since that read. True if stored.
-    def add_for_fill(key, bytes, token, ttl: nil)
-      raise NotImplementedError, "#{self.class} has no tombstones"
-    end
+    # The fill methods of a tier without tombstones, which every tier has unless it overrides
+    # them. With capability :tombstones, add_for_fill's token is what #get_for_fill gave (nil:
+    # unknown, the read failed), key must also not have been deleted since that read, and
+    # retract_fill removes the bytes only while key still holds them.
+    module PlainFills
+      # Optional. Stores the fill of a read-through: an #add. True if stored.
+      def add_for_fill(key, bytes, _token, ttl: nil)
+        add(key, bytes, ttl: ttl)
+      end
 
-    # Optional (capability :tombstones). Removes the bytes #add_for_fill stored, for a fill refused
-    # further on, unless key holds something else by now. True if they were there.
-    def retract_fill(key, bytes)
-      raise NotImplementedError, "#{self.class} has no tombstones"
+      # Optional. Removes what #add_for_fill stored, for a fill refused further on: a #delete.
+      # True if it was there.
+      def retract_fill(key, _bytes)
+        delete(key)
+      end
     end
+    include PlainFills
 
     # Optional. Mark key stale; a tier without capability :stale deletes it.
     def invalidate(key)

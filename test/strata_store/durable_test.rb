@@ -114,8 +114,11 @@ class StrataStoreDurableTest < Strata::StoreCase
     assert_no_tier_holds_other_than(cache, key, entry("after"))
   end
 
-  # The SQL tier as a tier without tombstones, as another tier below memcached might be.
+  # The SQL tier as a tier without tombstones, as another tier below memcached might be: its
+  # fills are plain adds, given back with plain deletes.
   class Unfenced < SimpleDelegator
+    include Strata::Tier::PlainFills
+
     def capabilities
       __getobj__.capabilities.merge(tombstones: false)
     end

@@ -250,8 +250,8 @@ module Strata
         true
       end
 
-      # The fill of a read-through whose #get_for_fill gave token: an add that may also replace
-      # the tombstone token names, and no other. A tombstone made since the read refuses it, as
+      # The fill of a read-through whose #get_for_fill gave token (nil: unknown): an add that may
+      # also replace the tombstone token names, and no other. A tombstone made since the read refuses it, as
       # a live row does. False when refused.
       def add_for_fill(key, bytes, token, ttl: nil)
         return false unless write(:add_for_fill, key, bytes, ttl, token || NO_TOMBSTONE)
