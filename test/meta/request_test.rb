@@ -27,14 +27,23 @@ class MetaRequestTest < Minitest::Test
   end
 
   # The builders of the client's hot paths send what the general one would.
-  def test_mg_value_and_mg_lease_match_mg
-    ["foo", "ключ", "with space", "x" * 250, "\xFF\x00".b].each do |key|
+  def test_mg_value_mg_lease_and_ms_value_match_the_general_builders
+    ["foo", "foo".b, "ключ", "with space", "del\x7f", "x" * 250, "\xFF\x00".b, "\xFFk".b].each do |key|
       assert_equal Request.mg(key, flags: false, cas: false), Request.mg_value(key).b, key.inspect
       assert_equal Request.mg(key, flags: false, lease_ttl: 30), Request.mg_lease(key, 30).b, key.inspect
       assert_equal Request.mg(key, flags: false), Request.mg_lease(key, nil).b, key.inspect
+      [0, 60, -1].each do |ttl|
+        assert_equal Request.ms_header(key, 5, ttl: ttl), Request.ms_value(key, 5, ttl).b, key.inspect
+      end
     end
-    assert_raises(ArgumentError) { Request.mg_value("") }
+    ["", "x" * 251, :foo, nil].each do |key|
+      assert_raises(ArgumentError) { Request.mg_value(key) }
+      assert_raises(ArgumentError) { Request.ms_value(key, 5, 0) }
+    end
     assert_raises(ArgumentError) { Request.mg_lease("k", 2**31) }
+    assert_raises(ArgumentError) { Request.ms_value("k", 5, 2**31) }
+    assert_raises(ArgumentError) { Request.ms_value("k", -1, 0) }
+    assert_raises(ArgumentError) { Request.ms_value("k", 5, 1.5) }
   end
 
   def test_mg_with_no_reply_flags

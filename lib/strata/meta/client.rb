@@ -436,7 +436,11 @@ module Strata
         raise ArgumentError, "value must be a String, got #{value.class}" unless value.is_a?(String)
 
         server, role = @ring.route(key)
-        header = Request.ms_header(key, value.bytesize, ttl: server_ttl(ttl, role), mode: mode, cas: cas)
+        header = if mode.nil? && cas.nil?
+          Request.ms_value(key, value.bytesize, server_ttl(ttl, role))
+        else
+          Request.ms_header(key, value.bytesize, ttl: server_ttl(ttl, role), mode: mode, cas: cas)
+        end
         dispatch(server) do |c|
           c.write(header, value, Request::CRLF)
           Response.status(c.read_line, :ms) == :hit

@@ -90,6 +90,8 @@ module Strata
       # of the client goes through it, and the general builder took 0.4 us more (hot; more
       # between round trips, with the caches cold).
       def mg_value(key)
+        return "mg #{key} v\r\n" if plain_key?(key)
+
         token, base64 = key_token(key)
         base64 ? "mg #{token} b v\r\n" : "mg #{token} v\r\n"
       end
@@ -98,11 +100,28 @@ module Strata
       # or without N when lease_ttl is nil. Built as #mg_value is: every fetch through memcached
       # starts with it.
       def mg_lease(key, lease_ttl)
-        token, base64 = key_token(key)
+        check_number(lease_ttl, TTL_RANGE, :lease_ttl) unless lease_ttl.nil?
+        if plain_key?(key)
+          token = key
+        else
+          token, base64 = key_token(key)
+        end
         return "mg #{token}#{BASE64_FLAG if base64} v c\r\n" if lease_ttl.nil?
 
-        check_number(lease_ttl, TTL_RANGE, :lease_ttl)
         "mg #{token}#{BASE64_FLAG if base64} v c N#{lease_ttl}\r\n"
+      end
+
+      # The header of a plain set, #ms_header(key, value_bytesize, ttl:): "ms <key> <len> T<ttl>\r\n".
+      # Every set of the client goes through it. For a key that goes as is and numbers in range it
+      # is one interpolation with no keyword arguments; between two round trips, with the caches
+      # cold, the general builder cost 1.5 us more a set (a 30 B set takes about 30 us).
+      def ms_value(key, value_bytesize, ttl)
+        if plain_key?(key) && value_bytesize.is_a?(Integer) && VALUE_BYTESIZE_RANGE.cover?(value_bytesize) &&
+            ttl.is_a?(Integer) && TTL_RANGE.cover?(ttl)
+          return "ms #{key} #{value_bytesize} T#{ttl}\r\n"
+        end
+
+        ms_header(key, value_bytesize, ttl: ttl)
       end
 
       # Meta set header: "ms <key> <datalen> <flags>*\r\n".
@@ -201,6 +220,12 @@ module Strata
         MN.dup
       end
 
+      # Whether key is its own token: an ASCII String of 1..250 bytes with no space or control
+      # byte. The check #key_token starts with, without allocating its answer.
+      def plain_key?(key)
+        key.is_a?(String) && key.ascii_only? && !key.empty? && key.bytesize <= MAX_KEY_BYTES && !UNSAFE_TOKEN_BYTE.match?(key)
+      end
+
       # Appends the key token; returns true when it went base64 (the caller then adds " b").
       def append_key(buf, key)
         token, base64 = key_token(key)
@@ -247,7 +272,7 @@ module Strata
         buf << " O" << token.b
       end
 
-      private_class_method :append_key, :key_token, :append_number, :check_number, :append_opaque
+      private_class_method :plain_key?, :append_key, :key_token, :append_number, :check_number, :append_opaque
     end
   end
 end
