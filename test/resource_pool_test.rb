@@ -127,7 +127,74 @@ class ResourcePoolTest < Minitest::Test
     assert_same parent, @pool.with { |resource| resource }, "the parent's resource stays the parent's"
   end
 
+  def test_shutdown_closes_a_lent_resource_when_it_is_given_back
+    idle = @pool.with { |resource| resource } # now idle: the next checkout is a loan
+    lent = @pool.with do |resource|
+      @pool.shutdown { |closing| closing.closed = true }
+      refute resource.closed, "a lent resource is not closed under its user"
+      resource
+    end
+    assert_same idle, lent
+    assert lent.closed, "closed once given back"
+  end
+
+  # Thread#raise, 2,000 times, into a thread that checks the pool's one resource out and back
+  # (a loan once it is idle). Under the GVL an interrupt lands where the worker gives the GVL
+  # up: inside the block (its Thread.pass, the quickest way to hand over) or at any check point
+  # where it was preempted. A resource dropped on the way would leave the last checkout waiting
+  # in vain.
+  def test_interrupts_at_any_moment_never_lose_a_resource
+    pool = Strata::ResourcePool.new(size: 1, timeout: 5) { Resource.new(@made += 1, false) }
+    stop = false
+    ready = Queue.new
+    worker = Thread.new do
+      # Interrupts reach the worker only inside the checkout; those still queued at the end are
+      # let through one by one and dropped.
+      Thread.handle_interrupt(Interrupted => :never) do
+        ready << true
+        until stop && !Thread.pending_interrupt?
+          begin
+            Thread.handle_interrupt(Interrupted => :immediate) { pool.with { Thread.pass } }
+          rescue Interrupted
+            nil
+          end
+        end
+      end
+    end
+    ready.pop
+    random = Random.new(7)
+    2_000.times do
+      worker.raise(Interrupted)
+      random.rand(3).times { Thread.pass }
+    end
+    stop = true
+    worker.join
+    assert_equal 1, pool.with(&:id), "the one resource is still there"
+    assert_equal 1, @made
+  end
+
+  def test_a_loan_waits_for_a_held_lock_to_give_back
+    stock = Strata::ResourcePool::Stock.new(1, -> { Resource.new(@made += 1, false) })
+    stock.give(stock.take(1)) # one idle resource
+    lock = stock.instance_variable_get(:@lock) # a taker inside its critical section holds it
+    lock.synchronize do
+      assert_same Strata::ResourcePool::Stock::UNLENT, stock.lend { flunk "nothing is lent under a held lock" }
+    end
+    holder = nil
+    value = stock.lend do |resource|
+      holder = Thread.new { lock.synchronize { sleep 0.05 } } # the return path must wait for it
+      wait_until(5) { lock.locked? }
+      resource.id
+    end
+    assert_equal 1, value
+    holder.join
+    assert_equal 1, stock.lend(&:id), "given back after the lock was free"
+    assert_same Strata::ResourcePool::Stock::UNLENT, Strata::ResourcePool::Stock.new(1, -> {}).lend { flunk }
+  end
+
   private
+
+  class Interrupted < StandardError; end
 
   def wait_until_sleeping(thread)
     assert wait_until(5) { thread.status == "sleep" }, "the thread waits inside the pool"

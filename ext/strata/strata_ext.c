@@ -5,7 +5,8 @@
  * Methods are defined on Strata::Tiers::SharedMemory; lib/strata/tiers/shared_memory.rb adds
  * option validation and docs. get/set are one C call from Ruby.
  *
- * Init_strata_ext also defines Strata::Meta::Wire, the memcached client's socket stream (wire.h).
+ * Init_strata_ext also defines Strata::Meta::Wire, the memcached client's socket stream (wire.h),
+ * and Strata::ResourcePool::Stock#lend, the pools' interrupt-safe checkout (stock_lend.h).
  *
  * GVL: reads and uncontended writes run with the GVL held (no lock is ever waited for). A write
  * whose shard lock is busy copies key and value to private memory (no lock held yet) and waits
@@ -15,6 +16,7 @@
 #include "table.h"
 #include "value_memo.h"
 #include "wire.h"
+#include "stock_lend.h"
 
 /* Ruby's headers are not -Wextra clean; relax warnings for them only. */
 #pragma GCC diagnostic push
@@ -742,4 +744,5 @@ void Init_strata_ext(void)
     rb_define_method(c, "_release_shard_lock", shm_release_shard_lock, 1);
 
     strata_init_wire();
+    strata_init_stock_lend();
 }

@@ -2,6 +2,7 @@
 
 require "connection_pool"
 require "strata/clock"
+require "strata/strata_ext"
 
 module Strata
   class ResourcePool
@@ -19,7 +20,9 @@ module Strata
     # last transaction, so rotating through the pool would read every page afresh.
     #
     # Concurrency: thread-safe. Resources are made and closed outside the lock (both may do I/O).
-    # Not interrupt-safe by itself: ResourcePool#with holds interrupts off around #take and #give.
+    # #take and #give are not interrupt-safe by themselves: ResourcePool#with holds interrupts off
+    # around them. #lend, in C (ext/strata/stock_lend.h), is: it yields an idle resource and gives
+    # it back, or declines with UNLENT when none is idle or a thread holds the lock.
     class Stock
       # size: resources at most; create: makes one.
       def initialize(size, create)
@@ -59,6 +62,13 @@ module Strata
         end
         closer&.call(resource)
         nil
+      end
+
+      # #give for #lend's return path when it can't push the resource itself (the lock is held,
+      # or the pool is shut down): it waits for the lock with interrupts held off, so none can
+      # drop the resource on the way.
+      def give_back_held(resource)
+        Thread.handle_interrupt(ResourcePool::HOLD_INTERRUPTS) { give(resource) }
       end
 
       # Closes every idle resource with the block, and each busy one as it is given back; #take
