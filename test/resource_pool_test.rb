@@ -180,9 +180,11 @@ class ResourcePoolTest < Minitest::Test
     lock.synchronize do
       assert_same Strata::ResourcePool::Stock::UNLENT, stock.lend { flunk "nothing is lent under a held lock" }
     end
+    lender = Thread.current
     holder = nil
     value = stock.lend do |resource|
-      holder = Thread.new { lock.synchronize { sleep 0.05 } } # the return path must wait for it
+      # Holds the lock until the loan's return path is asleep waiting for it.
+      holder = Thread.new { lock.synchronize { wait_until(5) { lender.status == "sleep" } } }
       wait_until(5) { lock.locked? }
       resource.id
     end
