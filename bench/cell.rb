@@ -61,7 +61,8 @@ module Strata
         fail_with(e)
       end
 
-      # The median round's ips, and as its error half the spread of the rounds (in % of the median).
+      # The median round's ips, and as its error half the spread of the rounds (in % of the median);
+      # the Result keeps every round's ips, in the order measured.
       def result
         base = {store: @store_class::NAME, case_name: @kase.name, expected_hit_pct: @kase.expected_hit_pct}
         return Result.new(**base, error: @error) if @error
@@ -71,7 +72,7 @@ module Strata
         rounds = @rounds.sort
         median = rounds[rounds.size / 2]
         spread = (rounds.last - rounds.first) / 2.0 / median * 100
-        Result.new(**base, ips: median, error_pct: spread, hit_pct: @workload.observed_hit_pct)
+        Result.new(**base, ips: median, error_pct: spread, rounds: @rounds.dup, hit_pct: @workload.observed_hit_pct)
       rescue => e
         Result.new(**base, error: Format.error(e))
       end

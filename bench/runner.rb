@@ -12,14 +12,17 @@ module Strata
     # rounds, each a share of the cell's time, and a cell's figure is its median round: a
     # slow spell on the shared machine then lands on every store of the case alike, instead of
     # on whichever store it happened to meet, and the ratios between stores hold steadier.
+    # Every other round runs the cells in reverse order, so no store always goes first, or always
+    # right after the same neighbour and the garbage and cache footprint that one leaves.
     class Runner
       # Seconds of warmup and of measurement per cell (split over the rounds), and the most spent
       # settling it first. QUICK is a smoke test: its figures are rough, and cells that allocate
       # 25 KiB per call can still be in the allocator's page-fault phase.
       QUICK = {warmup: 0.15, time: 0.4, settle: 0.4}.freeze
       FULL = {warmup: 1.0, time: 2.5, settle: 5.0}.freeze
-      # Five: the median then survives two rounds caught in a slow spell (three survived one).
-      ROUNDS = 5
+      # Seven: the median then survives three rounds caught in a slow spell, and Targets has seven
+      # pairs of rounds to take the median ratio of. (Five survived two.)
+      ROUNDS = 7
 
       def initialize(env, warmup:, time:, settle: warmup * 5, progress: $stderr)
         @env = env
@@ -47,8 +50,10 @@ module Strata
       def measure_case(kase, stores)
         cells = stores.map { |store_class| Cell.new(@env, kase, store_class) }
         cells.each { |cell| cell.open(settle: @settle) }
-        ROUNDS.times do
-          cells.each { |cell| cell.measure_round(warmup: @warmup / ROUNDS, time: @time / ROUNDS) }
+        ROUNDS.times do |round|
+          (round.odd? ? cells.reverse : cells).each do |cell|
+            cell.measure_round(warmup: @warmup / ROUNDS, time: @time / ROUNDS)
+          end
         end
         cells.map(&:result)
       ensure

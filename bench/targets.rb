@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require_relative "format"
+require_relative "paired_ratio"
 require_relative "stores"
 require_relative "text_table"
 
@@ -9,6 +10,8 @@ module Strata
     # The speed targets of the issues that set one as a ratio of two stores' ips on one case: each
     # with the ratio this run measured and whether it met the target. Targets whose stores or case
     # did not run are left out. (The miss cost target, a ratio of times, is MissCost's.)
+    # The ratio is a PairedRatio; the JSON report also gives the ratio of the two cells' medians,
+    # which is what the ratio tables print.
     class Targets
       Target = Struct.new(:issue, :case_name, :store, :other, :min, keyword_init: true)
 
@@ -46,28 +49,30 @@ module Strata
         end
         return "" if rows.empty?
 
-        "targets (ips ratio of the first store to the second)\n" +
+        "targets (ips ratio of the first store to the second: the median of the per-round ratios)\n" +
           TextTable.render(%w[issue target measured verdict], rows)
       end
 
       # The "targets" section of the JSON report.
       def to_json_section
-        measured.map do |t, ratio|
+        measured.map do |t, ratio, of_medians|
           {"issue" => t.issue, "case" => t.case_name, "store" => t.store, "other" => t.other, "min_ratio" => t.min,
-           "ratio" => ratio&.round(3), "met" => !ratio.nil? && ratio >= t.min}
+           "ratio" => ratio&.round(3), "ratio_of_medians" => of_medians&.round(3), "met" => !ratio.nil? && ratio >= t.min}
         end
       end
 
       private
 
-      # [target, ratio] for each target whose two cells ran; ratio nil when one of them failed.
+      # [target, paired ratio, ratio of medians] for each target whose two cells ran; the ratios
+      # are nil when one of them failed.
       def measured
         ALL.filter_map do |t|
           top = @cells[[t.case_name, t.store]]
           bottom = @cells[[t.case_name, t.other]]
           next unless top && bottom
+          next [t, nil, nil] unless top.ok? && bottom.ok? && bottom.ips.positive?
 
-          [t, (top.ok? && bottom.ok? && bottom.ips.positive?) ? top.ips / bottom.ips : nil]
+          [t, PairedRatio.of(top, bottom), top.ips / bottom.ips]
         end
       end
 
