@@ -47,12 +47,12 @@ module Strata
       end
 
       # A CpuSample per store on kase. As in the ips matrix (Runner), the stores of a case are open
-      # together and take turns, Runner::ROUNDS times and in reverse order every other time, so that
-      # a slow spell lands on all of them; a cell's figures are the sums of its rounds.
+      # together and take turns, Runner::ROUNDS times in Runner.round_order, so that a slow spell
+      # lands on all of them; a cell's figures are the sums of its rounds.
       def measure_case(kase, stores)
         cells = stores.to_h { |store_class| [store_class, open_cell(kase, store_class)] }
         Runner::ROUNDS.times do |round|
-          (round.odd? ? cells.values.reverse : cells.values).each do |cell|
+          Runner.round_order(cells.values, round).each do |cell|
             next if cell[:error]
 
             GC.start

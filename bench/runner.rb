@@ -24,6 +24,12 @@ module Strata
       # pairs of rounds to take the median ratio of. (Five survived two.)
       ROUNDS = 7
 
+      # The cells of a case in the order round (0-based) measures them: as given, and reversed
+      # every other round. The client CPU pass takes its turns in the same order.
+      def self.round_order(cells, round)
+        round.odd? ? cells.reverse : cells
+      end
+
       def initialize(env, warmup:, time:, settle: warmup * 5, progress: $stderr)
         @env = env
         @warmup = warmup
@@ -51,7 +57,7 @@ module Strata
         cells = stores.map { |store_class| Cell.new(@env, kase, store_class) }
         cells.each { |cell| cell.open(settle: @settle) }
         ROUNDS.times do |round|
-          (round.odd? ? cells.reverse : cells).each do |cell|
+          Runner.round_order(cells, round).each do |cell|
             cell.measure_round(warmup: @warmup / ROUNDS, time: @time / ROUNDS)
           end
         end
