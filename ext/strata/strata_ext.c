@@ -645,6 +645,7 @@ static VALUE shm_open(VALUE self, VALUE path, VALUE size, VALUE shards, VALUE se
         s->t = o.t;
         return o.reason ? rb_str_new_cstr(o.reason) : Qnil;
     case STRATA_EUNSAFE:
+    case STRATA_EUNSAFE_DIR:
         rb_raise(strata_error_class("Strata::UnsafeFileError"), "%s: %s", o.path, strata_strerror(o.st));
     case STRATA_EIO:
         rb_raise(strata_error_class("Strata::TierError"), "%s: %s (%s)", o.path, strata_strerror(o.st),

@@ -42,8 +42,10 @@
 
 #define READ_ATTEMPTS 4     /* a reader gives up (miss, torn_reads) after this many tries */
 #define SEQ_SPINS 64        /* pauses a reader waits for an odd seq to turn even, per attempt */
-#define FLOCK_WAIT_MS 10000 /* how long an opener waits for another process building the file */
-#define OPEN_ATTEMPTS 8     /* reopen when the path was replaced while we waited for flock */
+#define FLOCK_WAIT_MS 1000  /* how long an opener of an unbuilt or bad file waits for its builder */
+#define OPEN_ATTEMPTS 8     /* reopen when the path was replaced while we opened or waited */
+#define RESERVE_CHUNK (1u << 20) /* posix_fallocate step: an interrupted call loses only this */
+#define RESERVE_TRIES 64    /* posix_fallocate calls per chunk interrupted (EINTR) before we give up */
 
 struct file_header {
     uint64_t magic;
@@ -158,12 +160,16 @@ static const char *const status_messages[STRATA_STATUS_COUNT] = {
     [STRATA_NOT_NUMBER] = "value is not an unsigned decimal number",
     [STRATA_EINVAL] = "invalid argument",
     [STRATA_EGEOMETRY] = "size does not fit the requested geometry",
-    [STRATA_EUNSAFE] = "refusing a file owned by another user, writable by group or others, a symlink, or not a regular file",
+    [STRATA_EUNSAFE] = "refusing a file owned by another user, readable or writable by group or others, with "
+                       "more than one link, a symlink, or not a regular file",
     [STRATA_EIO] = "system call failed",
     [STRATA_ENOSPC] = "no space to reserve the table file (is /dev/shm too small?)",
     [STRATA_EFLOCK] = "timed out waiting for another process building the table file",
     [STRATA_ELOCK] = "shard mutex is not usable",
     [STRATA_ENOMEM] = "out of memory",
+    [STRATA_EUNSAFE_DIR] = "refusing the file's directory: owned by another user, writable by group or others, "
+                           "or a symlink",
+    [STRATA_EFOREIGN] = "not a Strata table (no table magic number); refusing to overwrite it, remove it yourself",
 };
 
 const char *strata_strerror(strata_status status)
@@ -1057,7 +1063,10 @@ static uint64_t header_check(const struct file_header *h)
 }
 
 /* Why an existing file can't be used as is, or NULL if it can. Reads with pread: nothing is
- * mapped before the size is known to be right (mapping past EOF would SIGBUS). */
+ * mapped before the size is known to be right (mapping past EOF would SIGBUS). Needs no lock: a
+ * file is built in place only while it is empty (and then READY is its last store), and rebuilt
+ * only into another file renamed over it, so a READY header with the right size and check is
+ * complete whoever else is opening. */
 static const char *file_validate(int fd, const struct stat *st, const strata_geometry *g)
 {
     struct file_header h;
@@ -1078,19 +1087,58 @@ static const char *file_validate(int fd, const struct stat *st, const strata_geo
     return NULL;
 }
 
-/* Size, map and initialise a new file on fd, then mark it READY. *base gets the mapping. */
+/* Whether a non-empty file starts with our magic number: only such a file (or an empty one) is
+ * ever rebuilt. Anything else at the path is somebody's data, whatever its name. */
+static int file_has_magic(int fd)
+{
+    uint64_t magic = 0;
+    return pread(fd, &magic, sizeof magic, 0) == (ssize_t)sizeof magic && magic == MAGIC;
+}
+
+/* posix_fallocate the first size bytes in RESERVE_CHUNK steps, each retried on EINTR (tmpfs
+ * on older kernels gives up a whole call on any signal, and a profiler's timer can fire all
+ * through a big one; newer kernels stop only for a fatal signal).
+ * 0 or the error number. Bound: size / RESERVE_CHUNK steps of at most RESERVE_TRIES calls. */
+static int file_reserve(int fd, uint64_t size)
+{
+    for (uint64_t off = 0; off < size;) {
+        uint64_t len = size - off < RESERVE_CHUNK ? size - off : RESERVE_CHUNK;
+        int rc, tries = 0;
+        do {
+            rc = posix_fallocate(fd, (off_t)off, (off_t)len);
+        } while (rc == EINTR && ++tries < RESERVE_TRIES);
+        if (rc != 0) return rc;
+        off += len;
+    }
+    return 0;
+}
+
+/* Size, map and initialise a new file on fd (held under flock, or a private temporary), then
+ * mark it READY. *base gets the mapping. The magic number goes in first, so a builder killed at
+ * any later point leaves a file the next opener may rebuild; a failed build leaves it empty. */
 static strata_status file_build(int fd, const strata_geometry *g, uint8_t **base, int *err)
 {
-    struct file_header *h;
+    struct file_header *h, first;
     uint8_t *p;
     int rc;
 
     if (ftruncate(fd, 0) != 0) goto sys_fail;
-    rc = posix_fallocate(fd, 0, (off_t)g->size);
-    if (rc == ENOSPC) return STRATA_ENOSPC;
-    if (rc != 0 && ftruncate(fd, (off_t)g->size) != 0) goto sys_fail;
+    memset(&first, 0, sizeof first);
+    first.magic = MAGIC;
+    first.version = LAYOUT_VERSION;
+    first.state = STATE_INITIALIZING;
+    if (pwrite(fd, &first, sizeof first, 0) != (ssize_t)sizeof first) goto sys_fail_empty;
+    rc = file_reserve(fd, g->size);
+    if (rc == EOPNOTSUPP) { /* no way to reserve here (not glibc, which emulates): size it only */
+        if (ftruncate(fd, (off_t)g->size) != 0) goto sys_fail_empty;
+    } else if (rc != 0) {
+        if (ftruncate(fd, 0) != 0) { /* best effort: give the space back */ }
+        if (rc == ENOSPC) return STRATA_ENOSPC;
+        errno = rc; /* never a sparse file: it would SIGBUS its users when tmpfs fills up */
+        goto sys_fail;
+    }
     p = mmap(NULL, g->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (p == MAP_FAILED) goto sys_fail;
+    if (p == MAP_FAILED) goto sys_fail_empty;
 
     h = (struct file_header *)p;
     h->magic = MAGIC;
@@ -1124,79 +1172,119 @@ static strata_status file_build(int fd, const strata_geometry *g, uint8_t **base
     *base = p;
     return STRATA_OK;
 
+sys_fail_empty:
+    if (err) *err = errno;
+    if (ftruncate(fd, 0) != 0) { /* best effort, as above */ }
+    return STRATA_EIO;
 sys_fail:
     if (err) *err = errno;
     return STRATA_EIO;
 }
 
-/* Build a fresh file next to path and rename it over path. Processes mapping the old file keep
- * their mapping of the old inode. */
-static strata_status file_rebuild(const char *path, const strata_geometry *g, uint8_t **base, int *err)
+/* Build a fresh file next to name (in dirfd) and rename it over name. Processes mapping the old
+ * file keep their mapping of the old inode. */
+static strata_status file_rebuild(int dirfd, const char *name, const strata_geometry *g, uint8_t **base,
+                                  int *err)
 {
-    size_t len = strlen(path);
+    size_t len = strlen(name);
     char *tmp = malloc(len + 40);
     strata_status st;
     int fd;
 
     if (tmp == NULL) return STRATA_ENOMEM;
-    memcpy(tmp, path, len);
+    memcpy(tmp, name, len);
     snprintf(tmp + len, 40, ".tmp-%ld-%08x", (long)getpid(), (unsigned)random_u64());
-    fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    fd = openat(dirfd, tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0) {
         if (err) *err = errno;
         free(tmp);
         return STRATA_EIO;
     }
     st = file_build(fd, g, base, err);
-    if (st == STRATA_OK && rename(tmp, path) != 0) {
+    if (st == STRATA_OK && renameat(dirfd, tmp, dirfd, name) != 0) {
         if (err) *err = errno;
         munmap(*base, g->size);
         st = STRATA_EIO;
     }
-    if (st != STRATA_OK) unlink(tmp);
+    if (st != STRATA_OK) unlinkat(dirfd, tmp, 0);
     close(fd);
     free(tmp);
     return st;
 }
 
 /*
- * Remove "<path>.tmp-*" files left by rebuilders that were killed before their rename. Called
- * with the flock of the file currently at path held: only that holder ever builds a temporary
- * file for path, so every one found now is stale. Bound: one pass over the directory.
+ * Remove "<name>.tmp-*" files in dirfd left by rebuilders that were killed before their rename.
+ * Called with the flock of the file currently at name held: only that holder ever builds a
+ * temporary file for name, so every one found now is stale. Bound: one pass over the directory.
  */
-static void file_sweep_temporaries(const char *path)
+static void file_sweep_temporaries(int dirfd, const char *name)
 {
-    const char *slash = strrchr(path, '/');
-    size_t dir_len = slash ? (size_t)(slash - path) : 0;
-    const char *base = slash ? slash + 1 : path;
-    size_t base_len = strlen(base);
-    char *dir = malloc(dir_len + 2);
-    DIR *d;
+    size_t name_len = strlen(name);
+    int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC); /* fdopendir owns it */
+    DIR *d = fd < 0 ? NULL : fdopendir(fd);
     struct dirent *e;
 
-    if (dir == NULL) return;
-    if (slash == NULL) {
-        strcpy(dir, ".");
-    } else if (dir_len == 0) {
-        strcpy(dir, "/");
-    } else {
-        memcpy(dir, path, dir_len);
-        dir[dir_len] = 0;
+    if (d == NULL) {
+        if (fd >= 0) close(fd);
+        return;
     }
-    d = opendir(dir);
-    if (d != NULL) {
-        while ((e = readdir(d)) != NULL) {
-            if (strncmp(e->d_name, base, base_len) == 0 && strncmp(e->d_name + base_len, ".tmp-", 5) == 0)
-                unlinkat(dirfd(d), e->d_name, 0);
-        }
-        closedir(d);
+    while ((e = readdir(d)) != NULL) {
+        if (strncmp(e->d_name, name, name_len) == 0 && strncmp(e->d_name + name_len, ".tmp-", 5) == 0)
+            unlinkat(dirfd, e->d_name, 0);
     }
-    free(dir);
+    closedir(d);
 }
 
+/* A file we may map: regular, ours, private (no group or other bits), and reachable only by
+ * its one name (a second link is a name we do not control, and would survive our rebuild). */
 static strata_status file_check_safe(const struct stat *st)
 {
-    if (!S_ISREG(st->st_mode) || st->st_uid != geteuid() || (st->st_mode & 022) != 0) return STRATA_EUNSAFE;
+    if (!S_ISREG(st->st_mode) || st->st_uid != geteuid() || (st->st_mode & 077) != 0 || st->st_nlink > 1)
+        return STRATA_EUNSAFE;
+    return STRATA_OK;
+}
+
+/*
+ * Open path's directory, the one place every later name is looked up (openat, renameat), so a
+ * directory swapped or symlinked after the check can't redirect us. It must be ours and writable
+ * by nobody else, or anyone could plant, replace or remove the table. The last component must not
+ * be a symlink (O_NOFOLLOW); higher components are the caller's choice of path. *name is the
+ * file's name within it (a pointer into path).
+ */
+static strata_status dir_open(const char *path, int *dirfd, const char **name, int *err)
+{
+    const char *slash = strrchr(path, '/');
+    size_t dir_len = slash == NULL ? 1 : slash == path ? 1 : (size_t)(slash - path);
+    char *dir = malloc(dir_len + 1);
+    struct stat st;
+    int fd;
+
+    if (dir == NULL) return STRATA_ENOMEM;
+    memcpy(dir, slash == NULL ? "." : path, dir_len);
+    dir[dir_len] = 0;
+    *name = slash == NULL ? path : slash + 1;
+    fd = **name ? open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
+    if (fd < 0) {
+        int e = errno;
+        /* A symlink fails with ELOOP, or ENOTDIR when O_DIRECTORY is checked first */
+        int link = e == ELOOP || (e == ENOTDIR && lstat(dir, &st) == 0 && S_ISLNK(st.st_mode));
+        free(dir);
+        if (**name == 0) return STRATA_EINVAL;
+        if (link) return STRATA_EUNSAFE_DIR;
+        if (err) *err = e;
+        return STRATA_EIO;
+    }
+    free(dir);
+    if (fstat(fd, &st) != 0) {
+        if (err) *err = errno;
+        close(fd);
+        return STRATA_EIO;
+    }
+    if (st.st_uid != geteuid() || (st.st_mode & 022) != 0) {
+        close(fd);
+        return STRATA_EUNSAFE_DIR;
+    }
+    *dirfd = fd;
     return STRATA_OK;
 }
 
@@ -1207,7 +1295,7 @@ static uint64_t mono_ms(void)
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-/* flock with a bounded wait, polling so a stopped builder can't hang us forever. */
+/* flock with a bounded wait, polling so a stopped builder can't hang us for long. */
 static strata_status file_lock(int fd, int *err)
 {
     struct timespec nap = {0, 1000000};
@@ -1251,75 +1339,135 @@ static strata_table *table_new(uint8_t *base, const strata_geometry *g, uint64_t
     return t;
 }
 
+static strata_status file_map(int fd, const strata_geometry *g, uint8_t **base, int *err)
+{
+    uint8_t *p = mmap(NULL, g->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+        if (err) *err = errno;
+        return STRATA_EIO;
+    }
+    *base = p;
+    return STRATA_OK;
+}
+
+void (*strata_open_test_hook)(int at);
+
+/*
+ * One try at opening name in dirfd. A valid file is mapped without any lock, so no other opener,
+ * even one stopped halfway, can hold us up. An empty or bad file is handled under its flock,
+ * after looking again (its holder may have built it meanwhile): built in place if empty, rebuilt
+ * if it carries our magic, refused otherwise. *replaced is set, and nothing mapped, when name
+ * was renamed over since we opened it; the caller opens the new file.
+ */
+static strata_status file_open_once(int dirfd, const char *name, const strata_geometry *g, uint8_t **base,
+                                    const char **reason, int *replaced, int *err)
+{
+    struct stat fst, pst;
+    strata_status st;
+    int fd = openat(dirfd, name, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0600);
+
+    *reason = NULL;
+    if (fd < 0) {
+        if (errno == ELOOP) return STRATA_EUNSAFE;
+        if (err) *err = errno;
+        return STRATA_EIO;
+    }
+    if (fstat(fd, &fst) != 0) goto sys_fail;
+    st = file_check_safe(&fst);
+    if (st != STRATA_OK) goto done;
+    if (fst.st_nlink == 0) { /* renamed over (rebuilt) since our open */
+        *replaced = 1;
+        goto done;
+    }
+    if (strata_open_test_hook) strata_open_test_hook(STRATA_OPEN_AT_VALIDATE);
+    if (fst.st_size != 0 && file_validate(fd, &fst, g) == NULL) {
+        st = file_map(fd, g, base, err);
+        if (st == STRATA_OK && flock(fd, LOCK_EX | LOCK_NB) == 0) { /* free now: tidy up, never wait */
+            if (fstatat(dirfd, name, &pst, AT_SYMLINK_NOFOLLOW) == 0 && pst.st_ino == fst.st_ino &&
+                pst.st_dev == fst.st_dev)
+                file_sweep_temporaries(dirfd, name);
+            flock(fd, LOCK_UN);
+        }
+        goto done;
+    }
+
+    st = file_lock(fd, err);
+    if (st != STRATA_OK) goto done;
+    if (fstatat(dirfd, name, &pst, AT_SYMLINK_NOFOLLOW) != 0 || pst.st_ino != fst.st_ino ||
+        pst.st_dev != fst.st_dev) {
+        *replaced = 1;
+        goto unlock;
+    }
+    if (fstat(fd, &fst) != 0) goto sys_fail_unlock;
+    st = file_check_safe(&fst);
+    if (st != STRATA_OK) goto unlock;
+    if (strata_open_test_hook) strata_open_test_hook(STRATA_OPEN_AT_BUILD);
+    file_sweep_temporaries(dirfd, name);
+    if (fst.st_size == 0) {
+        st = file_build(fd, g, base, err); /* brand new: build in place */
+    } else if ((*reason = file_validate(fd, &fst, g)) == NULL) {
+        st = file_map(fd, g, base, err); /* built by the holder we waited for */
+    } else if (!file_has_magic(fd)) {
+        st = STRATA_EFOREIGN;
+    } else {
+        st = file_rebuild(dirfd, name, g, base, err);
+    }
+unlock:
+    /* Unlock explicitly: the mapping holds the open file, so close alone would not. */
+    flock(fd, LOCK_UN);
+done:
+    close(fd);
+    if (st != STRATA_OK || *replaced) *reason = NULL;
+    return st;
+
+sys_fail_unlock:
+    flock(fd, LOCK_UN);
+sys_fail:
+    if (err) *err = errno;
+    close(fd);
+    *reason = NULL;
+    return STRATA_EIO;
+}
+
 strata_status strata_open(const char *path, const strata_options *opts, strata_table **out,
                           const char **rebuilt_reason, int *sys_errno)
 {
     strata_geometry g;
-    const char *what;
+    const char *what, *name;
+    int dirfd = -1;
     strata_status st = strata_geometry_resolve(opts, &g, &what);
 
     *out = NULL;
     if (rebuilt_reason) *rebuilt_reason = NULL;
     if (st != STRATA_OK) return st;
+    st = dir_open(path, &dirfd, &name, sys_errno);
+    if (st != STRATA_OK) return st;
 
-    /* Bound: OPEN_ATTEMPTS; we retry only when another process renamed a new file over path
-     * while we waited for the flock of the old one. */
+    /* Bound: OPEN_ATTEMPTS; we go round again only when another process renamed a new file over
+     * name between our open and our check. */
+    st = STRATA_EFLOCK;
     for (int attempt = 0; attempt < OPEN_ATTEMPTS; attempt++) {
-        struct stat fst, pst;
         uint8_t *base = NULL;
         const char *reason = NULL;
-        int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0600);
+        int replaced = 0;
 
-        if (fd < 0) {
-            if (errno == ELOOP) return STRATA_EUNSAFE;
-            if (sys_errno) *sys_errno = errno;
-            return STRATA_EIO;
-        }
-        if (fstat(fd, &fst) != 0) {
-            if (sys_errno) *sys_errno = errno;
-            close(fd);
-            return STRATA_EIO;
-        }
-        st = file_check_safe(&fst);
-        if (st == STRATA_OK) st = file_lock(fd, sys_errno);
-        if (st != STRATA_OK) {
-            close(fd);
-            return st;
-        }
-        if (lstat(path, &pst) != 0 || pst.st_ino != fst.st_ino || pst.st_dev != fst.st_dev) {
-            close(fd); /* replaced while we waited: open the new one */
+        st = file_open_once(dirfd, name, &g, &base, &reason, &replaced, sys_errno);
+        if (replaced) {
+            st = STRATA_EFLOCK;
             continue;
         }
-        if (fstat(fd, &fst) != 0) {
-            if (sys_errno) *sys_errno = errno;
-            close(fd);
-            return STRATA_EIO;
-        }
-        file_sweep_temporaries(path);
-        if (fst.st_size == 0) {
-            st = file_build(fd, &g, &base, sys_errno); /* brand new: build in place */
-        } else if ((reason = file_validate(fd, &fst, &g)) != NULL) {
-            st = file_rebuild(path, &g, &base, sys_errno);
-        } else {
-            base = mmap(NULL, g.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-            if (base == MAP_FAILED) {
-                if (sys_errno) *sys_errno = errno;
-                st = STRATA_EIO;
-            }
-        }
-        /* Unlock explicitly: the mapping holds the open file, so close alone would not. */
-        flock(fd, LOCK_UN);
-        close(fd);
-        if (st != STRATA_OK) return st;
+        if (st != STRATA_OK) break;
         *out = table_new(base, &g, opts->lock_timeout_ns);
         if (*out == NULL) {
             munmap(base, g.size);
-            return STRATA_ENOMEM;
+            st = STRATA_ENOMEM;
+            break;
         }
         if (rebuilt_reason) *rebuilt_reason = reason;
-        return STRATA_OK;
+        break;
     }
-    return STRATA_EFLOCK;
+    close(dirfd);
+    return st;
 }
 
 void strata_close(strata_table *t)

@@ -52,7 +52,8 @@
  *             published it (state INITIALIZING); read-only once READY.
  *     stale:  nothing; it never changes after READY. Validated field by field at open (and by
  *             the header check hash); any mismatch rebuilds the file.
- *     death:  a builder that dies leaves state INITIALIZING; the next opener rebuilds.
+ *     death:  a builder that dies leaves state INITIALIZING (the magic number is written before
+ *             anything else), or an empty file; the next opener rebuilds or builds it.
  *   shard control block
  *     guard:  the mutex itself; every other field is read and written only by the holder.
  *     stale:  readers never look at it.
@@ -130,8 +131,9 @@
  *   crashes: a process killed mid-write leaves its shard's lock owner-dead; the next writer of
  *     that shard drops the shard (its entries become misses) and repairs the lock. A crash while
  *     building the file leaves state INITIALIZING; the next opener rebuilds it. A rebuilder
- *     killed before its rename leaves "<path>.tmp-<pid>-<hex>"; the next opener removes it. A
- *     reboot empties tmpfs; a file on disk survives and is validated like any other.
+ *     killed before its rename leaves "<path>.tmp-<pid>-<hex>"; the next opener that finds the
+ *     file's flock free (never waiting for it) removes it. A reboot empties tmpfs; a file on
+ *     disk survives and is validated like any other.
  *   rebuild: a rebuilt file replaces the old one by rename(2); processes that still map the old
  *     file keep working on it (no SIGBUS) but no longer share with new openers. Remedy: restart
  *     or reopen those processes; rebuilds happen only on corruption or a geometry change.
@@ -144,13 +146,25 @@
  *   SIGSTOPped holder: a writer stopped while holding a shard lock blocks that shard's writers;
  *     each of them gives up after lock_timeout (STRATA_LOCK_TIMEOUT). Readers are unaffected.
  *     Remedy: SIGCONT or kill it; a killed holder is recovered as above. Never forced.
- *   files written by others: a file owned by another uid, writable by group or others, a symlink
- *     or not a regular file is refused (STRATA_EUNSAFE), never rebuilt. Random damage to the
- *     index or data makes reads miss, never crash (test/c: corruption_fuzz). The checksum is not
- *     a MAC: a process that can write the file can plant values, and truncating the file under
- *     a running process would SIGBUS it; hence the file must be private to the app's uid.
- *     Damage to a shard's mutex bytes can make that shard's writes time out until a rebuild.
- *     Remedy: keep the directory 0700 (default_path's is).
+ *   SIGSTOPped opener: opening a valid file takes no lock, so it never waits for another opener.
+ *     One stopped while building or rebuilding the file holds its flock: openers of that unbuilt
+ *     or bad file give up after 1 s (STRATA_EFLOCK). Remedy: SIGCONT or kill it; the next opener
+ *     builds the file.
+ *   files written by others: a directory owned by another uid, writable by group or others, or a
+ *     symlink is refused (STRATA_EUNSAFE_DIR); so is a file owned by another uid, with any group
+ *     or other permission bit, with a second hard link, a symlink or not a regular file
+ *     (STRATA_EUNSAFE). Neither is ever rebuilt. A non-empty file without our magic number is
+ *     not ours to rebuild (STRATA_EFOREIGN): a table whose first 8 bytes are damaged must be
+ *     removed by hand. Random damage to the index or data makes reads miss, never crash
+ *     (test/c: corruption_fuzz). The checksum is not a MAC: a process that can write the file can
+ *     plant values. Damage to a shard's mutex bytes can make that shard's writes time out until a
+ *     rebuild. Remedy: keep the directory 0700 (default_path's is).
+ *   truncation: a process of the app's uid that truncates the file (truncate(1), a stray
+ *     "> file") makes every process mapping it die of SIGBUS at its next access past the new
+ *     end. Not handled: recovering would need a SIGBUS handler that jumps out of the faulting
+ *     copy, which a Ruby process (whose VM owns SIGBUS) can't install safely, and a writer would
+ *     jump out holding its shard's lock. Only our uid can do it (the directory and file are
+ *     private); a rebuild never truncates a file in use (it renames a new one over it).
  *   processes that disagree on geometry: each opener that asks for another size or geometry
  *     rebuilds the file, and the others keep mapping the old one. Remedy: one configuration per
  *     path; the rebuild warning names the path.
@@ -177,12 +191,14 @@ typedef enum strata_status {
     STRATA_NOT_NUMBER,   /* incr/decr on a value that is not an unsigned decimal */
     STRATA_EINVAL,       /* bad argument: key length, option value */
     STRATA_EGEOMETRY,    /* the size is too small (or too large) for the requested geometry */
-    STRATA_EUNSAFE,      /* file owned by another uid, group/other-writable, symlink, not regular */
+    STRATA_EUNSAFE,      /* file of another uid, group/other-accessible, linked twice, symlink, not regular */
     STRATA_EIO,          /* a system call failed; the errno is reported alongside */
     STRATA_ENOSPC,       /* the file's space could not be reserved (tmpfs full) */
     STRATA_EFLOCK,       /* timed out waiting for another process building the file */
     STRATA_ELOCK,        /* a shard mutex is unusable (not recoverable) */
     STRATA_ENOMEM,       /* out of memory */
+    STRATA_EUNSAFE_DIR,  /* the file's directory is another uid's, group/other-writable or a symlink */
+    STRATA_EFOREIGN,     /* a non-empty file without the table's magic number: never overwritten */
     STRATA_STATUS_COUNT
 } strata_status;
 
@@ -245,14 +261,24 @@ strata_status strata_geometry_resolve(const strata_options *opts, strata_geometr
                                       const char **what);
 
 /*
- * Open or build the table file at path (its directory must exist).
- * Concurrent openers serialise on flock(2) while one builds or validates. A file that fails
- * validation (size, magic, version, fingerprint, geometry, unfinished build) is rebuilt into a
- * new file renamed over path, and *rebuilt_reason is set to a static string saying why (NULL
- * when nothing was rebuilt; a brand-new empty file is not a rebuild).
- * Returns STRATA_OK, STRATA_EINVAL/STRATA_EGEOMETRY (options), STRATA_EUNSAFE (file refused),
- * STRATA_EIO (*sys_errno set), STRATA_ENOSPC, STRATA_EFLOCK, STRATA_ELOCK, STRATA_ENOMEM.
- * Blocking: may sleep up to a few seconds waiting for another builder. Call without locks held.
+ * Open or build the table file at path. Its directory must exist, be ours and be writable by
+ * nobody else, and not be a symlink (else STRATA_EUNSAFE_DIR); every name is then looked up
+ * relative to it (openat, renameat). The file, if it exists, must be a regular file of ours with
+ * one link and no group or other permission bits (else STRATA_EUNSAFE); a new one is 0600.
+ * A valid file is validated (header, size, geometry) with pread and mapped without any lock, so
+ * an opener never waits for another one. Only an empty or bad file is handled under flock(2):
+ * it is looked at again (the lock's last holder may have built it), an empty file is built in
+ * place, and a file carrying our magic number that fails validation (size, version,
+ * fingerprint, geometry, check, unfinished build) is rebuilt into a new file renamed over
+ * path; *rebuilt_reason is then a static string saying why (NULL when nothing was rebuilt; a
+ * brand-new empty file is not a rebuild). A non-empty file without our magic number is somebody
+ * else's and is never written (STRATA_EFOREIGN).
+ * Returns STRATA_OK, STRATA_EINVAL/STRATA_EGEOMETRY (options), STRATA_EUNSAFE_DIR,
+ * STRATA_EUNSAFE, STRATA_EFOREIGN, STRATA_EIO (*sys_errno set), STRATA_ENOSPC, STRATA_EFLOCK,
+ * STRATA_ELOCK, STRATA_ENOMEM.
+ * Blocking: opening a valid file takes no lock. An empty or bad one waits up to 1 s for a
+ * process building it (STRATA_EFLOCK after that: a builder stopped with SIGSTOP keeps its lock
+ * until it is continued or killed). Call without locks held.
  */
 strata_status strata_open(const char *path, const strata_options *opts, strata_table **out,
                           const char **rebuilt_reason, int *sys_errno);
@@ -352,6 +378,12 @@ const strata_geometry *strata_geometry_of(const strata_table *t);
 
 /* Which shard key belongs to. */
 uint32_t strata_shard_for(const strata_table *t, const void *key, size_t key_len);
+
+/* TEST ONLY: when set, strata_open calls it at these points of every try, so a test can stop an
+ * opener there (SIGSTOP) and see what other openers do meanwhile. NULL in production. */
+#define STRATA_OPEN_AT_VALIDATE 1 /* the file is open; no lock is held */
+#define STRATA_OPEN_AT_BUILD 2    /* the file's flock is held; it is about to be built or rebuilt */
+extern void (*strata_open_test_hook)(int at);
 
 /* TEST ONLY: take (waiting up to lock_timeout) or release a shard's lock and return. */
 strata_status strata_lock_shard(strata_table *t, uint32_t shard, int wait);

@@ -86,7 +86,7 @@ class SharedMemoryCrashTest < Minitest::Test
       BUILD_ROUNDS.times do |round|
         damage = (rebuild == :alternate) ? round.odd? : rebuild
         Strata::Tiers::SharedMemory.new(path: path, size: BUILD_SIZE).close unless File.exist?(path)
-        damage ? File.open(path, "r+b") { |file| file.write("NOTSTRAT") } : File.unlink(path)
+        damage ? File.open(path, "r+b") { |file| file.pwrite("NOTSTRAT", 8) } : File.unlink(path) # keeps the magic
         pid = fork_child { Strata::Tiers::SharedMemory.new(path: path, size: BUILD_SIZE, logger: QuietLogger.new) }
         sleep(rng.rand(0..MAX_BUILD_KILL_DELAY_US) / 1_000_000.0) # picks the crash point
         refute_nil kill_and_reap(pid, 5), "round #{round}: the opener was reaped"

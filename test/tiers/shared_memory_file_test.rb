@@ -3,9 +3,10 @@
 require "test_helper"
 require "support/child_processes"
 
-# The table file (DESIGN section 5; layout in ext/strata/table.h): a file that fails validation is
-# rebuilt, never trusted, and the rebuild is logged; a file another user could have written is
-# refused and left alone; new files are private.
+# The table file (DESIGN section 5; layout in ext/strata/table.h): a table that fails validation is
+# rebuilt, never trusted, and the rebuild is logged; a file that is not a table, or that another
+# user could have read or written (through the file or its directory), is refused and left alone;
+# new files are private.
 class SharedMemoryFileTest < Minitest::Test
   include Strata::TestSupport::ChildProcesses
 
@@ -91,10 +92,19 @@ class SharedMemoryFileTest < Minitest::Test
     assert_equal SIZE, File.size(@path)
   end
 
-  def test_corrupted_magic_is_rebuilt
+  # Only a file that carries the table's magic number (or an empty one) is ever rebuilt: anything
+  # else at the path is somebody's data, and the open says so, naming the path.
+  def test_damaged_magic_is_refused_and_left_alone
     build_with_data
     overwrite(MAGIC_OFFSET, "NOTSTRAT")
-    assert_rebuilt(reason: /magic/i)
+    assert_foreign
+  end
+
+  def test_file_that_is_not_a_table_is_refused_and_left_alone
+    File.write(@path, "somebody's notes\n", perm: 0o600)
+    assert_foreign
+    File.write(@path, "abc", perm: 0o600) # shorter than the magic number
+    assert_foreign
   end
 
   def test_foreign_layout_version_is_rebuilt
@@ -110,10 +120,10 @@ class SharedMemoryFileTest < Minitest::Test
     assert_rebuilt(reason: /complet|initiali[sz]/i)
   end
 
-  def test_random_garbage_header_is_rebuilt
+  def test_random_garbage_header_is_refused_and_left_alone
     build_with_data
     overwrite(0, Random.new(42).bytes(HEADER_BYTES))
-    assert_rebuilt(reason: /magic/i)
+    assert_foreign
   end
 
   # Garbage that keeps the magic and version, so only the later checks can catch it.
@@ -143,7 +153,7 @@ class SharedMemoryFileTest < Minitest::Test
 
   def test_rebuilt_file_is_private_whatever_the_umask
     build_with_data
-    overwrite(MAGIC_OFFSET, "NOTSTRAT")
+    overwrite(STATE_OFFSET, [1].pack("L"))
     old_umask = File.umask(0)
     open_table(logger: RecordingLogger.new).close
     stat = File.stat(@path)
@@ -170,6 +180,85 @@ class SharedMemoryFileTest < Minitest::Test
     build_with_data
     File.chmod(0o620, @path)
     assert_refused
+  end
+
+  # Anyone who can read the table reads every cached value.
+  def test_group_readable_file_is_refused_and_left_alone
+    build_with_data
+    File.chmod(0o640, @path)
+    assert_refused
+  end
+
+  def test_world_readable_file_is_refused_and_left_alone
+    build_with_data
+    File.chmod(0o604, @path)
+    assert_refused
+  end
+
+  # A second name for the table is one a rebuild would not replace, in a place we may not control.
+  def test_file_with_a_second_hard_link_is_refused_by_either_name
+    build_with_data
+    other = File.join(@dir, "other-name.strata")
+    File.link(@path, other)
+    assert_refused
+    assert_raises(Strata::UnsafeFileError) { open_table(path: other) }
+    File.unlink(other)
+    open_table.close
+  end
+
+  # The directory decides who can plant, replace or remove the table: it must be ours and writable
+  # by nobody else, and is never reached through a symlink.
+  def test_world_writable_directory_is_refused
+    build_with_data
+    File.chmod(0o777, @dir)
+    assert_refused
+  ensure
+    File.chmod(0o700, @dir)
+  end
+
+  def test_group_writable_directory_is_refused
+    build_with_data
+    File.chmod(0o770, @dir)
+    assert_refused
+  ensure
+    File.chmod(0o700, @dir)
+  end
+
+  def test_directory_owned_by_another_user_is_refused
+    skip "needs root to give a directory away" unless Process.euid.zero?
+    sub = File.join(@dir, "theirs")
+    Dir.mkdir(sub, 0o700)
+    path = File.join(sub, "file.strata")
+    build_with_data(path: path)
+    File.chown(65_534, 65_534, sub)
+    before = File.binread(path)
+    error = assert_raises(Strata::UnsafeFileError) { open_table(path: path) }
+    assert_includes error.message, path
+    assert_equal before, File.binread(path)
+    refute File.exist?(File.join(sub, "new.strata"))
+    assert_raises(Strata::UnsafeFileError) { open_table(path: File.join(sub, "new.strata")) }
+    refute File.exist?(File.join(sub, "new.strata")), "a table was created in another user's directory"
+  end
+
+  # A symlinked parent (say /dev/shm/strata-<uid> planted as a link to somewhere else) is refused,
+  # and nothing at the link's target is built, rebuilt or replaced through it.
+  def test_symlinked_directory_is_refused_and_its_target_left_alone
+    real = File.join(@dir, "real")
+    Dir.mkdir(real, 0o700)
+    target = File.join(real, "file.strata")
+    build_with_data(path: target)
+    overwrite(VERSION_OFFSET, [0xdead].pack("L"), path: target) # a rebuild would replace it
+    File.write(File.join(real, "victim.strata"), "precious\n", perm: 0o600)
+    via = File.join(@dir, "via")
+    File.symlink(real, via)
+    before = File.binread(target)
+    inode = File.stat(target).ino
+    %w[file.strata victim.strata new.strata].each do |name|
+      assert_raises(Strata::UnsafeFileError) { open_table(path: File.join(via, name)) }
+    end
+    assert_equal [before, inode], [File.binread(target), File.stat(target).ino], "the target was rebuilt"
+    assert_equal "precious\n", File.read(File.join(real, "victim.strata"))
+    refute File.exist?(File.join(real, "new.strata")), "a table was created through the link"
   end
 
   # A symlink is refused (table.h) or replaced; its target is never written through.
@@ -238,8 +327,8 @@ class SharedMemoryFileTest < Minitest::Test
     table.close
   end
 
-  def overwrite(offset, bytes)
-    File.open(@path, "r+b") do |file|
+  def overwrite(offset, bytes, path: @path)
+    File.open(path, "r+b") do |file|
       file.seek(offset)
       file.write(bytes)
     end
@@ -275,6 +364,19 @@ class SharedMemoryFileTest < Minitest::Test
     assert_equal before, File.binread(@path), "a refused file was modified"
     after = File.stat(@path)
     assert_equal [stat.ino, stat.uid, stat.mode], [after.ino, after.uid, after.mode], "a refused file was replaced"
+  end
+
+  # The open raises TierError naming the path (it is not our file to rebuild) and the file is
+  # untouched.
+  def assert_foreign
+    before = File.binread(@path)
+    inode = File.stat(@path).ino
+    logger = RecordingLogger.new
+    error = assert_raises(Strata::TierError) { open_table(logger: logger) }
+    assert_includes error.message, @path
+    assert_match(/not a Strata table/, error.message)
+    assert_empty logger.warnings
+    assert_equal [before, inode], [File.binread(@path), File.stat(@path).ino], "a foreign file was modified"
   end
 
   # The table, or nil if the open raised UnsafeFileError.

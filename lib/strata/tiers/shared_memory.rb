@@ -24,6 +24,13 @@ module Strata
     # the least recently read entries segment by segment; it never refuses a write that fits
     # #max_value_size.
     #
+    # The file: its directory must belong to this uid, be writable by nobody else and not be a
+    # symlink (default_path's is made 0700), and the file must be this uid's, 0600 and have one
+    # link; anything else raises Strata::UnsafeFileError and is left alone. A table that fails
+    # validation is rebuilt with a warning; a non-empty file that is not a table raises
+    # Strata::TierError naming it and is never overwritten. Opening a valid table never waits for
+    # another process; opening one still being built waits up to 1 s for its builder.
+    #
     # Large values (4 KiB and up) that this process has read are kept in a per-process memo of
     # +memo_size+ bytes, oldest out first. A hit on such a value checks the table's current
     # version of the item and, when it is the one memoized, returns a String sharing the memo's
