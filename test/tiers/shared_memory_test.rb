@@ -369,6 +369,19 @@ module Strata
         assert_match(/app\.l1\z/, SharedMemory.default_path)
       end
 
+      # An empty or relative $XDG_RUNTIME_DIR is ignored (XDG spec), not joined into "/strata-<uid>".
+      def test_default_path_ignores_an_unusable_runtime_dir
+        previous = ENV["XDG_RUNTIME_DIR"]
+        ENV["XDG_RUNTIME_DIR"] = @dir
+        assert_equal File.join(@dir, "strata-#{Process.uid}", "app.l1"), SharedMemory.default_path
+        ["", "relative/run"].each do |unusable|
+          ENV["XDG_RUNTIME_DIR"] = unusable
+          assert_equal "/dev/shm/strata-#{Process.uid}/app.l1", SharedMemory.default_path, unusable.inspect
+        end
+      ensure
+        ENV["XDG_RUNTIME_DIR"] = previous
+      end
+
       def test_unsafe_file_is_refused
         path = File.join(@dir, "unsafe.l1")
         File.write(path, "")

@@ -56,9 +56,13 @@ module Strata
 
       MIN_SIZE = 1 << 20
 
-      # The conventional table path for app: per-user, on tmpfs.
+      # The conventional table path for app: per-user, on tmpfs. $XDG_RUNTIME_DIR counts only when
+      # it is an absolute path (the XDG spec says to ignore anything else); an empty one would
+      # otherwise put the table under "/".
       def self.default_path(app = "app")
-        File.join(ENV["XDG_RUNTIME_DIR"] || "/dev/shm", "strata-#{Process.uid}", "#{app}.l1")
+        runtime = ENV["XDG_RUNTIME_DIR"]
+        base = runtime&.start_with?("/") ? runtime : "/dev/shm"
+        File.join(base, "strata-#{Process.uid}", "#{app}.l1")
       end
 
       attr_reader :path
