@@ -51,7 +51,8 @@
  *     guard:  written once by the builder, which holds flock(2) on the file and has not yet
  *             published it (state INITIALIZING); read-only once READY.
  *     stale:  nothing; it never changes after READY. Validated field by field at open (and by
- *             the header check hash); any mismatch rebuilds the file.
+ *             the header check hash); any mismatch rebuilds the file (a wrong magic number
+ *             refuses it instead: Caveats, files written by others).
  *     death:  a builder that dies leaves state INITIALIZING (the magic number is written before
  *             anything else), or an empty file; the next opener rebuilds or builds it.
  *   shard control block
