@@ -1295,12 +1295,11 @@ static uint64_t mono_ms(void)
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-/* flock with a bounded wait, polling so a stopped builder can't hang us for long. */
-static strata_status file_lock(int fd, int *err)
+/* flock, waiting until deadline (mono_ms) at most, polling so a stopped builder can't hang us. */
+static strata_status file_lock(int fd, uint64_t deadline, int *err)
 {
     struct timespec nap = {0, 1000000};
-    uint64_t deadline = mono_ms() + FLOCK_WAIT_MS;
-    /* Bound: FLOCK_WAIT_MS of 1 ms naps. */
+    /* Bound: FLOCK_WAIT_MS of 1 ms naps (the deadline is at most that far). */
     for (;;) {
         if (flock(fd, LOCK_EX | LOCK_NB) == 0) return STRATA_OK;
         if (errno != EWOULDBLOCK && errno != EINTR) {
@@ -1359,8 +1358,8 @@ void (*strata_open_test_hook)(int at);
  * if it carries our magic, refused otherwise. *replaced is set, and nothing mapped, when name
  * was renamed over since we opened it; the caller opens the new file.
  */
-static strata_status file_open_once(int dirfd, const char *name, const strata_geometry *g, uint8_t **base,
-                                    const char **reason, int *replaced, int *err)
+static strata_status file_open_once(int dirfd, const char *name, const strata_geometry *g, uint64_t deadline,
+                                    uint8_t **base, const char **reason, int *replaced, int *err)
 {
     struct stat fst, pst;
     strata_status st;
@@ -1391,7 +1390,7 @@ static strata_status file_open_once(int dirfd, const char *name, const strata_ge
         goto done;
     }
 
-    st = file_lock(fd, err);
+    st = file_lock(fd, deadline, err);
     if (st != STRATA_OK) goto done;
     if (fstatat(dirfd, name, &pst, AT_SYMLINK_NOFOLLOW) != 0 || pst.st_ino != fst.st_ino ||
         pst.st_dev != fst.st_dev) {
@@ -1435,6 +1434,7 @@ strata_status strata_open(const char *path, const strata_options *opts, strata_t
     strata_geometry g;
     const char *what, *name;
     int dirfd = -1;
+    uint64_t deadline;
     strata_status st = strata_geometry_resolve(opts, &g, &what);
 
     *out = NULL;
@@ -1444,14 +1444,15 @@ strata_status strata_open(const char *path, const strata_options *opts, strata_t
     if (st != STRATA_OK) return st;
 
     /* Bound: OPEN_ATTEMPTS; we go round again only when another process renamed a new file over
-     * name between our open and our check. */
+     * name between our open and our check. All of them together wait FLOCK_WAIT_MS at most. */
+    deadline = mono_ms() + FLOCK_WAIT_MS;
     st = STRATA_EFLOCK;
     for (int attempt = 0; attempt < OPEN_ATTEMPTS; attempt++) {
         uint8_t *base = NULL;
         const char *reason = NULL;
         int replaced = 0;
 
-        st = file_open_once(dirfd, name, &g, &base, &reason, &replaced, sys_errno);
+        st = file_open_once(dirfd, name, &g, deadline, &base, &reason, &replaced, sys_errno);
         if (replaced) {
             st = STRATA_EFLOCK;
             continue;
