@@ -531,6 +531,18 @@ strata_status strata_get(strata_table *t, const void *key, size_t key_len, const
 /* Writer internals (the shard lock is held in every function of this section)                */
 /* ------------------------------------------------------------------------------------------ */
 
+/*
+ * Where a writer appends: the active segment and its fill. shard_check copies both from shared
+ * memory once and validates them; from then on the writer reads only this copy (and stores
+ * the fill it makes, and the segment it rotates to), so a process scribbling over the shared
+ * fields meanwhile cannot send a write outside the segment. Invariant: active < segments_per_shard; fill is 0 (unused) or a multiple of 8 in
+ * SEG_HDR..segment_size.
+ */
+typedef struct cursor {
+    uint32_t active;
+    uint32_t fill;
+} cursor;
+
 /* Forget everything in shard s: every slot cleared inside a seq window (leaving every seq even,
  * also one a dead writer left odd), every segment unused. O(buckets + segments). Also the
  * owner-died recovery, so it trusts nothing in the shard. */
@@ -564,18 +576,24 @@ static void shard_recover(void *ctx)
     shard_drop(rc->t, rc->shard);
 }
 
-/* The control block and active segment look sane; otherwise the shard is dropped. */
-static void shard_check(strata_table *t, uint32_t s)
+/* Copy the active segment and its fill into *c, each read once, and validate the copies; a
+ * garbled control block or segment header drops the shard (then *c is segment 0, unused). */
+static void shard_check(strata_table *t, uint32_t s, cursor *c)
 {
     struct shard_ctl *ctl = ctl_of(t, s);
-    uint32_t fill;
+    uint32_t active = __atomic_load_n(&ctl->active, __ATOMIC_RELAXED), fill;
 
-    if (ctl->active >= t->geo.segments_per_shard) {
-        shard_drop(t, s);
-        return;
+    if (active < t->geo.segments_per_shard) {
+        fill = __atomic_load_n(&seg_of(t, s, active)->fill, __ATOMIC_RELAXED);
+        if (fill == 0 || (fill >= SEG_HDR && fill <= t->geo.segment_size && fill % 8 == 0)) {
+            c->active = active;
+            c->fill = fill;
+            return;
+        }
     }
-    fill = seg_of(t, s, ctl->active)->fill;
-    if (fill != 0 && (fill < SEG_HDR || fill > t->geo.segment_size || fill % 8 != 0)) shard_drop(t, s);
+    shard_drop(t, s);
+    c->active = 0;
+    c->fill = 0;
 }
 
 static uint32_t next_cas(struct shard_ctl *ctl)
@@ -617,10 +635,9 @@ static int slot_find(const strata_table *t, const keyref *k, const struct bucket
  * else the one whose item is oldest (distance behind the write head), preferring a clear ref bit.
  * *evicts is set when the chosen slot holds a live item (counted as an eviction).
  */
-static int slot_choose(const strata_table *t, uint32_t s, const struct bucket *b, uint64_t *now,
-                       int *evicts)
+static int slot_choose(const strata_table *t, uint32_t s, const cursor *c, const struct bucket *b,
+                       uint64_t *now, int *evicts)
 {
-    const struct shard_ctl *ctl = ctl_of(t, s);
     uint64_t seg_size = t->geo.segment_size, nseg = t->geo.segments_per_shard;
     uint64_t best_score = 0;
     int best = 0;
@@ -636,7 +653,7 @@ static int slot_choose(const strata_table *t, uint32_t s, const struct bucket *b
         if (item_at(t, s, slot_loc(w), &h, &ext) == NULL || is_expired(h.expires_ms, now)) return i;
         off = (uint64_t)(slot_loc(w) - 1) * 8;
         seg = off / seg_size;
-        score = ((ctl->active + nseg - seg) % nseg) * seg_size + (seg_size - off % seg_size);
+        score = ((c->active + nseg - seg) % nseg) * seg_size + (seg_size - off % seg_size);
         if (!(w & SLOT_REF)) score += t->shard_data_bytes;
         if (score > best_score) {
             best_score = score;
@@ -650,21 +667,21 @@ static int slot_choose(const strata_table *t, uint32_t s, const struct bucket *b
 /*
  * Compact segment seg of shard s in place so that need bytes fit after it: items still indexed,
  * unexpired and referenced are moved down (ref cleared) while they fit the copy budget; every
- * other indexed item is unlinked. Returns 0 if the segment's bytes are not a valid item log (the
- * caller then drops the shard). Bound: fill / 32 iterations, each one key hash, 7 slot reads and
- * at most one memmove of the item.
+ * other indexed item is unlinked. Returns the segment's new fill (fill + need <= segment_size),
+ * or 0 if the segment's bytes are not a valid item log (the caller then drops the shard).
+ * Bound: fill / 32 iterations, each one key hash, 7 slot reads and at most one memmove.
  */
-static int segment_compact(strata_table *t, uint32_t s, uint32_t seg, uint64_t need)
+static uint32_t segment_compact(strata_table *t, uint32_t s, uint32_t seg, uint64_t need)
 {
     struct seg_hdr *sh = seg_of(t, s, seg);
     uint8_t *base = (uint8_t *)sh;
     uint64_t seg_off = (uint64_t)seg * t->geo.segment_size;
-    uint64_t fill = sh->fill, budget = t->geo.segment_size - SEG_HDR - need;
+    uint64_t fill = __atomic_load_n(&sh->fill, __ATOMIC_RELAXED), budget = t->geo.segment_size - SEG_HDR - need;
     uint64_t rd = SEG_HDR, wr = SEG_HDR, now = 0;
 
     if (fill == 0) {
         sh->fill = SEG_HDR;
-        return 1;
+        return SEG_HDR;
     }
     if (fill < SEG_HDR || fill > t->geo.segment_size || fill % 8 != 0) return 0;
     while (rd < fill) {
@@ -703,50 +720,55 @@ static int segment_compact(strata_table *t, uint32_t s, uint32_t seg, uint64_t n
         rd += ext;
     }
     sh->fill = (uint32_t)wr;
-    return 1;
+    return (uint32_t)wr;
 }
 
-/* Make room for need bytes in the active segment, rotating to the next one if it is full. */
-static void ensure_space(strata_table *t, uint32_t s, uint64_t need)
+/* Make room for need bytes at the cursor, rotating to the next segment if the active one is
+ * full. On return c->fill + need <= segment_size. */
+static void ensure_space(strata_table *t, uint32_t s, cursor *c, uint64_t need)
 {
     struct shard_ctl *ctl = ctl_of(t, s);
-    struct seg_hdr *sh = seg_of(t, s, ctl->active);
-    uint32_t next;
+    uint32_t next, fill;
 
-    if (sh->fill == 0) sh->fill = SEG_HDR;
-    if (sh->fill + need <= t->geo.segment_size) return;
-    next = (ctl->active + 1) % t->geo.segments_per_shard;
-    if (!segment_compact(t, s, next, need)) {
+    if (c->fill == 0) c->fill = SEG_HDR;
+    if (c->fill + need <= t->geo.segment_size) return;
+    next = (c->active + 1) % t->geo.segments_per_shard;
+    fill = segment_compact(t, s, next, need);
+    if (fill == 0) {
         shard_drop(t, s);
-        seg_of(t, s, 0)->fill = SEG_HDR;
+        c->active = 0;
+        c->fill = SEG_HDR;
         return;
     }
     ctl->active = next;
     ctl->rotations++;
+    c->active = next;
+    c->fill = fill;
 }
 
-/* Write an item at the active segment's fill (ensure_space ran) and return its loc. The bytes
- * are fresh: no slot points there. */
-static uint32_t item_append(strata_table *t, uint32_t s, const keyref *k, const void *key,
+/* Write an item at the cursor (ensure_space made room for it), advance the cursor, store the
+ * new fill and return the item's loc. The bytes are fresh: no slot points there. */
+static uint32_t item_append(strata_table *t, uint32_t s, cursor *c, const keyref *k, const void *key,
                             size_t key_len, const void *value, size_t value_len, uint64_t expires_ms)
 {
-    struct shard_ctl *ctl = ctl_of(t, s);
-    struct seg_hdr *sh = seg_of(t, s, ctl->active);
-    uint8_t *p = (uint8_t *)sh + sh->fill;
+    struct seg_hdr *sh = seg_of(t, s, c->active);
+    uint32_t at = c->fill;
+    uint8_t *p = (uint8_t *)sh + at;
     uint64_t total = ITEM_HDR + key_len + value_len, ext = align8(total);
     struct item_hdr h = {0};
 
     h.value_len = (uint32_t)value_len;
     h.expires_ms = expires_ms;
-    h.cas = next_cas(ctl);
+    h.cas = next_cas(ctl_of(t, s));
     h.key_len = (uint16_t)key_len;
     h.checksum = item_checksum(k->hash, &h, value);
     memcpy(p, &h, sizeof h);
     memcpy(p + ITEM_HDR, key, key_len);
     memcpy(p + ITEM_HDR + key_len, value, value_len);
     memset(p + total, 0, ext - total);
-    sh->fill += (uint32_t)ext;
-    return loc_for((uint64_t)ctl->active * t->geo.segment_size + (uint64_t)(p - (uint8_t *)sh));
+    c->fill = at + (uint32_t)ext;
+    sh->fill = c->fill;
+    return loc_for((uint64_t)c->active * t->geo.segment_size + at);
 }
 
 static uint64_t expiry_for(uint64_t ttl_ms) { return ttl_ms ? now_ms() + ttl_ms : 0; }
@@ -783,7 +805,7 @@ static size_t format_u64(uint64_t v, char buf[20])
 /* Writes                                                                                     */
 /* ------------------------------------------------------------------------------------------ */
 
-static strata_status op_store(strata_table *t, const keyref *k, strata_write_req *r)
+static strata_status op_store(strata_table *t, const keyref *k, cursor *c, strata_write_req *r)
 {
     struct bucket *b = bucket_of(t, k->shard, k->bucket);
     struct item_hdr h;
@@ -791,14 +813,14 @@ static strata_status op_store(strata_table *t, const keyref *k, strata_write_req
     uint64_t now = 0;
     int i, live, evicts = 0;
 
-    ensure_space(t, k->shard, align8(ITEM_HDR + r->key_len + r->value_len));
+    ensure_space(t, k->shard, c, align8(ITEM_HDR + r->key_len + r->value_len));
     i = slot_find(t, k, b, r->key, r->key_len, &h, &item);
     live = i >= 0 && !is_expired(h.expires_ms, &now);
     if (r->op == STRATA_OP_ADD && live) return STRATA_NOT_STORED;
     if (r->op == STRATA_OP_CAS && (!live || h.cas != r->cas)) return STRATA_NOT_STORED;
-    if (i < 0) i = slot_choose(t, k->shard, b, &now, &evicts);
+    if (i < 0) i = slot_choose(t, k->shard, c, b, &now, &evicts);
     if (evicts) COUNT(t, evictions);
-    slot_publish(b, i, make_slot(item_append(t, k->shard, k, r->key, r->key_len, r->value, r->value_len,
+    slot_publish(b, i, make_slot(item_append(t, k->shard, c, k, r->key, r->key_len, r->value, r->value_len,
                                              expiry_for(r->ttl_ms)),
                                  k->tag));
     COUNT(t, sets);
@@ -824,7 +846,7 @@ static strata_status op_delete(strata_table *t, const keyref *k, strata_write_re
 }
 
 /* memcached semantics: unsigned 64-bit, incr wraps, decr stops at 0, the expiry is kept. */
-static strata_status op_counter(strata_table *t, const keyref *k, strata_write_req *r)
+static strata_status op_counter(strata_table *t, const keyref *k, cursor *c, strata_write_req *r)
 {
     struct bucket *b = bucket_of(t, k->shard, k->bucket);
     struct item_hdr h;
@@ -834,7 +856,7 @@ static strata_status op_counter(strata_table *t, const keyref *k, strata_write_r
     size_t n;
     int i, evicts = 0;
 
-    ensure_space(t, k->shard, align8(ITEM_HDR + r->key_len + sizeof digits));
+    ensure_space(t, k->shard, c, align8(ITEM_HDR + r->key_len + sizeof digits));
     i = slot_find(t, k, b, r->key, r->key_len, &h, &item);
     if (i < 0 || is_expired(h.expires_ms, &now)) {
         if (!r->has_initial) return STRATA_NOT_FOUND;
@@ -848,17 +870,17 @@ static strata_status op_counter(strata_table *t, const keyref *k, strata_write_r
             value = value > r->amount ? value - r->amount : 0;
         expires = h.expires_ms;
     }
-    if (i < 0) i = slot_choose(t, k->shard, b, &now, &evicts);
+    if (i < 0) i = slot_choose(t, k->shard, c, b, &now, &evicts);
     if (evicts) COUNT(t, evictions);
     n = format_u64(value, digits);
-    slot_publish(b, i, make_slot(item_append(t, k->shard, k, r->key, r->key_len, digits, n, expires), k->tag));
+    slot_publish(b, i, make_slot(item_append(t, k->shard, c, k, r->key, r->key_len, digits, n, expires), k->tag));
     r->result = value;
     COUNT(t, sets);
     return STRATA_OK;
 }
 
-/* Take shard s's lock, recovering it if its owner died. */
-static strata_status shard_lock(strata_table *t, uint32_t s, int wait)
+/* Take shard s's lock, recovering it if its owner died, then validate the shard (into *c). */
+static strata_status shard_lock(strata_table *t, uint32_t s, int wait, cursor *c)
 {
     struct recover_ctx rc = {t, s};
     int recovered = 0;
@@ -866,13 +888,18 @@ static strata_status shard_lock(strata_table *t, uint32_t s, int wait)
                                            &rc, &recovered);
     if (recovered) COUNT(t, owner_died_recoveries);
     if (st == STRATA_LOCK_TIMEOUT) COUNT(t, lock_timeouts);
-    if (st == STRATA_OK) shard_check(t, s);
+    if (st == STRATA_OK) shard_check(t, s, c);
     return st;
 }
+
+#ifdef STRATA_TEST_HOOKS
+void (*strata_test_after_shard_check)(strata_table *t, uint32_t shard);
+#endif
 
 strata_status strata_write(strata_table *t, strata_write_req *r, int wait)
 {
     keyref k;
+    cursor c;
     strata_status st;
 
     if (r->key_len == 0 || r->key_len > STRATA_MAX_KEY) return STRATA_EINVAL;
@@ -882,20 +909,23 @@ strata_status strata_write(strata_table *t, strata_write_req *r, int wait)
         return STRATA_TOO_LARGE;
     }
     k = locate(t, r->key, r->key_len);
-    st = shard_lock(t, k.shard, wait);
+    st = shard_lock(t, k.shard, wait, &c);
     if (st != STRATA_OK) return st;
+#ifdef STRATA_TEST_HOOKS
+    if (strata_test_after_shard_check) strata_test_after_shard_check(t, k.shard);
+#endif
     switch (r->op) {
     case STRATA_OP_SET:
     case STRATA_OP_ADD:
     case STRATA_OP_CAS:
-        st = op_store(t, &k, r);
+        st = op_store(t, &k, &c, r);
         break;
     case STRATA_OP_DELETE:
         st = op_delete(t, &k, r);
         break;
     case STRATA_OP_INCR:
     case STRATA_OP_DECR:
-        st = op_counter(t, &k, r);
+        st = op_counter(t, &k, &c, r);
         break;
     default:
         st = STRATA_EINVAL;
@@ -915,7 +945,8 @@ strata_status strata_cleanup(strata_table *t, uint64_t *removed)
 
     /* Bound: shards x buckets_per_shard x 7 slots, one header read each. */
     for (uint32_t s = 0; s < t->geo.shards; s++) {
-        strata_status st = shard_lock(t, s, 1);
+        cursor c;
+        strata_status st = shard_lock(t, s, 1, &c);
         if (st != STRATA_OK) {
             result = st;
             continue;
@@ -946,7 +977,8 @@ strata_status strata_clear(strata_table *t)
     strata_status result = STRATA_OK;
     /* Bound: shards iterations of one shard_drop. */
     for (uint32_t s = 0; s < t->geo.shards; s++) {
-        strata_status st = shard_lock(t, s, 1);
+        cursor c;
+        strata_status st = shard_lock(t, s, 1, &c);
         if (st != STRATA_OK) {
             result = st;
             continue;
@@ -1029,8 +1061,9 @@ uint32_t strata_shard_for(const strata_table *t, const void *key, size_t key_len
 strata_status strata_lock_shard(strata_table *t, uint32_t shard, int wait)
 {
     strata_status st;
+    cursor c;
     if (shard >= t->geo.shards) return STRATA_EINVAL;
-    st = shard_lock(t, shard, wait);
+    st = shard_lock(t, shard, wait, &c);
     if (st == STRATA_OK) __atomic_add_fetch(&t->held_locks, 1, __ATOMIC_RELAXED);
     return st;
 }

@@ -57,8 +57,10 @@
  *     guard:  the mutex itself; every other field is read and written only by the holder.
  *     stale:  readers never look at it.
  *     death:  fields may be half updated; the recovering writer resets all of them (shard
- *             drop). active and the active segment's fill are also sanity-checked every time
- *             the lock is taken, so a garbled block drops the shard rather than misdirect writes.
+ *             drop). active and the active segment's fill are also copied once and validated
+ *             every time the lock is taken, and the writer uses only that copy, so a garbled
+ *             block (or a process scribbling over it meanwhile) drops the shard rather than
+ *             misdirect writes.
  *   bucket (seq + 7 slots)
  *     guard:  the shard mutex, with the seqlock protocol: seq made odd, slots (and any item
  *             bytes they point to) changed, seq made even with a release store.

@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -494,6 +495,59 @@ static void test_corruption_fuzz(void)
     strata_close(t);
 }
 
+/* Between the writer's validation of the shard (active segment, fill) and its use of them, a
+ * process that can write the file scribbles over both. The writer must use what it validated:
+ * before, ensure_space and item_append read them again and wrote out of bounds (ASan). */
+extern void (*strata_test_after_shard_check)(strata_table *t, uint32_t shard);
+static int scribble_fd, scribble_active;
+static void scribble(strata_table *t, uint32_t shard)
+{
+    const strata_geometry *g = strata_geometry_of(t);
+    uint64_t ctl = g->ctl_offset + (uint64_t)shard * 128 + sizeof(pthread_mutex_t);
+    uint64_t shard_data = g->data_offset + (uint64_t)shard * g->segments_per_shard * g->segment_size;
+    uint32_t active = 0, huge = 0x7ffffff0u, fill = g->segment_size + 4096;
+    if (pread(scribble_fd, &active, 4, (off_t)ctl) != 4 || active >= g->segments_per_shard) active = 0;
+    if (pwrite(scribble_fd, &fill, 4, (off_t)(shard_data + (uint64_t)active * g->segment_size)) != 4 ||
+        (scribble_active && pwrite(scribble_fd, &huge, 4, (off_t)ctl) != 4))
+        perror("scribble");
+}
+
+static void test_geometry_changed_under_writer(void)
+{
+    strata_options o = opts_of(2u << 20);
+    strata_table *t;
+    char key[32], val[3000];
+    int ok = 1;
+    o.shards = 1;
+    o.segment_size = 16u << 10;
+    t = open_table("scribble.l1", o);
+    REQUIRE(t);
+    scribble_fd = open(path_of("scribble.l1"), O_RDWR);
+    REQUIRE(scribble_fd >= 0);
+    memset(val, 'v', sizeof val);
+    /* Bound: 40 writes, each scribbled over once: the active segment's fill every time (the
+     * writers rotate through the segments meanwhile), the active segment's index once (the
+     * next writer then finds it out of range and drops the shard). */
+    for (int i = 0; i < 40; i++) {
+        snprintf(key, sizeof key, "scribbled-%d", i);
+        scribble_active = i == 20;
+        strata_test_after_shard_check = scribble;
+        if (put(t, STRATA_OP_SET, key, val, sizeof val, 0, 0) != STRATA_OK) ok = 0;
+        strata_test_after_shard_check = NULL;
+        if (!ok) break;
+        {
+            static buf b;
+            ok = get(t, key, &b, NULL) == STRATA_OK && b.len == sizeof val && memcmp(b.data, val, sizeof val) == 0;
+        }
+        if (!ok) break;
+    }
+    CHECK(ok);
+    strata_test_after_shard_check = NULL;
+    CHECK(set(t, "after", "fine") == STRATA_OK && get_is(t, "after", "fine"));
+    close(scribble_fd);
+    strata_close(t);
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* Files: rebuild and refusal                                                                 */
 /* ------------------------------------------------------------------------------------------ */
@@ -819,6 +873,7 @@ int main(void)
     run("keys_clear_stats", test_keys_clear_stats);
     run("geometry", test_geometry);
     run("corruption_fuzz", test_corruption_fuzz);
+    run("geometry_changed_under_writer", test_geometry_changed_under_writer);
     run("rebuild", test_rebuild);
     run("unsafe_files", test_unsafe_files);
     run("multiprocess", test_multiprocess);
