@@ -1008,8 +1008,14 @@ void strata_keys(strata_table *t, void (*each)(void *ctx, const void *key, size_
                     uint64_t w = slot_load(b, j), ext;
                     struct item_hdr h;
                     const uint8_t *p = item_at(t, s, slot_loc(w), &h, &ext);
+                    keyref k;
                     if (p == NULL || is_expired(h.expires_ms, &now)) continue;
+                    /* As strata_get would: the key belongs where it was found (shard, bucket,
+                     * tag) and the item's checksum holds, so damaged bytes are no key. */
                     memcpy(keys[n], p + ITEM_HDR, h.key_len);
+                    k = locate(t, keys[n], h.key_len);
+                    if (k.shard != s || k.bucket != i || k.tag != slot_tag(w)) continue;
+                    if (item_checksum(k.hash, &h, p + ITEM_HDR + h.key_len) != h.checksum) continue;
                     lens[n++] = h.key_len;
                 }
                 if (seq_read_changed(b, seq)) continue;

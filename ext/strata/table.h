@@ -342,8 +342,10 @@ strata_status strata_clear(strata_table *t);
 
 /*
  * Lock-free snapshot scan of live keys: calls each(ctx, key, len) once per live unexpired key
- * found, with no lock held (each may allocate). O(slots). Keys written during the scan may or
- * may not be seen; a key is never reported twice unless it moved while the scan ran.
+ * found, with no lock held (each may allocate). A key is reported only if strata_get could
+ * return it: found where it hashes to, its item's checksum intact. O(slots + data
+ * bytes hashed). Keys written during the scan may or may not be seen; a key is never reported
+ * twice unless it moved while the scan ran.
  */
 void strata_keys(strata_table *t, void (*each)(void *ctx, const void *key, size_t len), void *ctx);
 

@@ -136,6 +136,7 @@ static void sleep_ms(long ms)
 
 static size_t make_value(const char *key, uint64_t n, char *out, size_t len);
 static int value_ok(const char *key, const char *v, size_t len);
+static void corrupt_at(const char *name, off_t off, const void *bytes, size_t len);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Single-process behaviour                                                                   */
@@ -435,13 +436,22 @@ static void test_geometry(void)
 }
 
 /* Random damage to the index and data regions: every operation must still terminate without a
- * crash, and a value read back is either absent or one that was written under that key. */
-static int collect_count;
+ * crash, a value read back is either absent or one that was written under that key, and keys
+ * reports only keys that were written ("k0".."k199"). */
+static int collect_count, collect_foreign;
 static void collect_key(void *ctx, const void *key, size_t len)
 {
+    char text[16];
+    int n = -1, end = 0;
     (void)ctx;
-    (void)key;
-    if (len >= 1 && len <= STRATA_MAX_KEY) collect_count++;
+    collect_count++;
+    if (len < 2 || len >= sizeof text) {
+        collect_foreign++;
+        return;
+    }
+    memcpy(text, key, len);
+    text[len] = 0;
+    if (sscanf(text, "k%d%n", &n, &end) != 1 || (size_t)end != len || n < 0 || n >= 200) collect_foreign++;
 }
 
 static void test_corruption_fuzz(void)
@@ -485,6 +495,7 @@ static void test_corruption_fuzz(void)
         if (round % 10 == 0) strata_cleanup(t, &removed);
     }
     close(fd);
+    CHECK(collect_foreign == 0);
     {
         strata_stats st;
         strata_stats_get(t, &st);
@@ -492,6 +503,61 @@ static void test_corruption_fuzz(void)
                (unsigned long long)st.counters.misses, (unsigned long long)st.counters.torn_reads);
     }
     CHECK(wrong == 0);
+    strata_close(t);
+}
+
+/* Offset of the first occurrence of needle in the file, or -1. */
+static off_t file_find(const char *name, const void *needle, size_t len)
+{
+    int fd = open(path_of(name), O_RDONLY);
+    struct stat st;
+    char *data;
+    off_t at = -1;
+    if (fd < 0) return -1;
+    if (fstat(fd, &st) == 0 && (data = malloc((size_t)st.st_size)) != NULL) {
+        if (pread(fd, data, (size_t)st.st_size, 0) == st.st_size) {
+            char *p = memmem(data, (size_t)st.st_size, needle, len);
+            if (p) at = p - data;
+        }
+        free(data);
+    }
+    close(fd);
+    return at;
+}
+
+static int keys_seen_alpha, keys_seen_other;
+static void keys_note(void *ctx, const void *key, size_t len)
+{
+    (void)ctx;
+    if (len == 11 && memcmp(key, "alpha-key-1", 11) == 0)
+        keys_seen_alpha++;
+    else
+        keys_seen_other++;
+}
+
+/* keys checks what get checks: a key whose bytes or value were damaged is no key. */
+static void test_keys_skip_damaged(void)
+{
+    strata_table *t = open_table("keysdmg.l1", opts_of(2u << 20));
+    off_t at;
+    char flip;
+    REQUIRE(t);
+    CHECK(set(t, "alpha-key-1", "alpha value") == STRATA_OK);
+    CHECK(set(t, "bravo-key-2", "bravo value") == STRATA_OK);
+    strata_keys(t, keys_note, NULL);
+    CHECK(keys_seen_alpha == 1 && keys_seen_other == 1);
+
+    at = file_find("keysdmg.l1", "bravo-key-2", 11); /* a key byte: "bravo-kez-2" */
+    REQUIRE(at > 0);
+    flip = 'z';
+    corrupt_at("keysdmg.l1", at + 8, &flip, 1);
+    at = file_find("keysdmg.l1", "alpha value", 11); /* a value byte */
+    REQUIRE(at > 0);
+    corrupt_at("keysdmg.l1", at, &flip, 1);
+    keys_seen_alpha = keys_seen_other = 0;
+    strata_keys(t, keys_note, NULL);
+    CHECK(keys_seen_alpha == 0 && keys_seen_other == 0);
+    CHECK(get_is(t, "alpha-key-1", NULL) && get_is(t, "bravo-key-2", NULL) && get_is(t, "bravo-kez-2", NULL));
     strata_close(t);
 }
 
@@ -873,6 +939,7 @@ int main(void)
     run("keys_clear_stats", test_keys_clear_stats);
     run("geometry", test_geometry);
     run("corruption_fuzz", test_corruption_fuzz);
+    run("keys_skip_damaged", test_keys_skip_damaged);
     run("geometry_changed_under_writer", test_geometry_changed_under_writer);
     run("rebuild", test_rebuild);
     run("unsafe_files", test_unsafe_files);
