@@ -62,7 +62,8 @@ struct file_header {
     uint32_t creator_uid;
     uint32_t creator_pid;
     uint64_t created_ms;
-    uint64_t check; /* hash of every field above, state excluded (it changes once) */
+    uint64_t boot_id; /* boot_id_now() of the builder's boot: a lock word outlives no reboot */
+    uint64_t check;   /* hash of every field above, state excluded (it changes once) */
 };
 
 struct shard_ctl {
@@ -1087,6 +1088,20 @@ strata_status strata_unlock_shard(strata_table *t, uint32_t shard)
 /* Open, build, validate, close                                                               */
 /* ------------------------------------------------------------------------------------------ */
 
+/* This boot's id (/proc/sys/kernel/random/boot_id, hashed), or 0 where there is none. A robust
+ * mutex held when the machine went down is never marked owner-dead: a file built under another
+ * boot may hold a lock nobody can take, so file_validate sends it to a rebuild. */
+static uint64_t boot_id_now(void)
+{
+    char text[64];
+    ssize_t n = 0;
+    int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    n = read(fd, text, sizeof text);
+    close(fd);
+    return n > 0 ? strata_hash64(text, (size_t)n, MAGIC) : 0;
+}
+
 static uint64_t header_check(const struct file_header *h)
 {
     struct file_header copy = *h;
@@ -1108,6 +1123,7 @@ static const char *file_validate(int fd, const struct stat *st, const strata_geo
     if (h.fingerprint != layout_fingerprint()) return "struct-size fingerprint differs (another build)";
     if (h.state != STATE_READY) return "initialisation never completed";
     if (h.check != header_check(&h)) return "header checksum mismatch";
+    if (h.boot_id != boot_id_now()) return "built before the last reboot (its shard locks cannot be trusted)";
     if (h.file_size != (uint64_t)st->st_size) return "file is truncated or extended";
     if (h.file_size != g->size || h.shards != g->shards || h.buckets_per_shard != g->buckets_per_shard ||
         h.segments_per_shard != g->segments_per_shard || h.segment_size != g->segment_size ||
@@ -1148,6 +1164,7 @@ static strata_status file_build(int fd, const strata_geometry *g, uint8_t **base
     h->creator_uid = (uint32_t)geteuid();
     h->creator_pid = (uint32_t)getpid();
     h->created_ms = now_ms();
+    h->boot_id = boot_id_now();
     /* Bound: shards iterations. The index and segments are zero already (fresh space). */
     for (uint32_t s = 0; s < g->shards; s++) {
         struct shard_ctl *ctl = (struct shard_ctl *)(p + g->ctl_offset + (size_t)s * CTL_BYTES);

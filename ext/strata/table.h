@@ -21,7 +21,8 @@
  *                         u32 segments per shard    u32 segment size
  *                         u64 ctl offset            u64 index offset     u64 data offset
  *                         u64 hash seed             u32 creator uid      u32 creator pid
- *                         u64 created at (unix ms)  u64 header check (hash of everything above)
+ *                         u64 created at (unix ms)  u64 boot id (hash of the boot_id of the boot
+ *                         that built it)            u64 header check (hash of everything above)
  *                       state is INITIALIZING (1) while the builder fills the file and READY (2)
  *                       after; nothing else is ever written to the header after READY.
  *   ctl offset = 4096   shards x 128-byte shard control blocks, rounded up to 4096:
@@ -51,7 +52,9 @@
  *     guard:  written once by the builder, which holds flock(2) on the file and has not yet
  *             published it (state INITIALIZING); read-only once READY.
  *     stale:  nothing; it never changes after READY. Validated field by field at open (and by
- *             the header check hash); any mismatch rebuilds the file.
+ *             the header check hash); any mismatch rebuilds the file, and so does a boot id
+ *             other than this boot's (a mutex held when the machine went down is never marked
+ *             owner-dead, so a file from another boot may hold a lock nobody can take).
  *     death:  a builder that dies leaves state INITIALIZING; the next opener rebuilds.
  *   shard control block
  *     guard:  the mutex itself; every other field is read and written only by the holder.
@@ -146,6 +149,9 @@
  *   SIGSTOPped holder: a writer stopped while holding a shard lock blocks that shard's writers;
  *     each of them gives up after lock_timeout (STRATA_LOCK_TIMEOUT). Readers are unaffected.
  *     Remedy: SIGCONT or kill it; a killed holder is recovered as above. Never forced.
+ *   reboot: a lock held when the machine went down stays held in a file on disk (the kernel
+ *     marks robust mutexes owner-dead only when their owner exits). The header records the
+ *     boot; a file from another boot is rebuilt at open. Remedy: nothing to do.
  *   files written by others: a file owned by another uid, writable by group or others, a symlink
  *     or not a regular file is refused (STRATA_EUNSAFE), never rebuilt. Random damage to the
  *     index or data makes reads miss, never crash (test/c: corruption_fuzz). The checksum is not
