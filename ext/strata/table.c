@@ -29,7 +29,7 @@
 /* ------------------------------------------------------------------------------------------ */
 
 #define MAGIC 0x314C415441525453ULL /* "STRATAL1" read as a little-endian u64 */
-#define LAYOUT_VERSION 1u
+#define LAYOUT_VERSION 2u /* 2: the bucket word (seq | fence mask), the shard fenced count */
 #define HEADER_BYTES 4096u
 #define CTL_BYTES 128u
 #define BUCKET_BYTES 64u
@@ -39,6 +39,8 @@
 #define STATE_READY 2u
 #define SLOT_REF (1ULL << 63)
 #define TAG_MASK 0x7FFFFFFFu
+#define SEQ_ONE (1ULL << 32)   /* a bucket word's seq is its high 32 bits; this is seq 1 (odd) */
+#define FENCE_MASK 0xFFFFFFFFULL /* ... and its fence mask the low 32 bits */
 
 #define READ_ATTEMPTS 4     /* a reader gives up (miss, torn_reads) after this many tries */
 #define SEQ_SPINS 64        /* pauses a reader waits for an odd seq to turn even, per attempt */
@@ -72,11 +74,12 @@ struct shard_ctl {
     uint32_t next_cas; /* cas of the next item written; never 0 */
     uint64_t drops;
     uint64_t rotations;
+    uint32_t fenced; /* fences set and not yet cleared; atomic, written without the lock */
+    uint32_t unused;
 };
 
 struct bucket {
-    uint32_t seq;
-    uint32_t unused;
+    uint64_t word; /* seq (high 32 bits) | fence mask (low 32 bits); only ever changed atomically */
     uint64_t slot[STRATA_SLOTS_PER_BUCKET];
 };
 
@@ -397,37 +400,37 @@ static uint32_t item_checksum(uint64_t key_hash, const struct item_hdr *h, const
 /* Seqlock                                                                                    */
 /* ------------------------------------------------------------------------------------------ */
 
-/* Reader: the bucket's seq, waiting a bounded SEQ_SPINS pauses for a writer to leave.
- * Odd on return means the writer is still inside. */
-static inline uint32_t seq_read_begin(const struct bucket *b)
+/* Reader: the bucket's word (seq and fence mask), waiting a bounded SEQ_SPINS pauses for a
+ * writer to leave. An odd seq (w & SEQ_ONE) on return means the writer is still inside. */
+static inline uint64_t seq_read_begin(const struct bucket *b)
 {
-    uint32_t seq = __atomic_load_n(&b->seq, __ATOMIC_ACQUIRE);
-    for (int i = 0; (seq & 1u) && i < SEQ_SPINS; i++) {
+    uint64_t w = __atomic_load_n(&b->word, __ATOMIC_ACQUIRE);
+    for (int i = 0; (w & SEQ_ONE) && i < SEQ_SPINS; i++) {
         cpu_relax();
-        seq = __atomic_load_n(&b->seq, __ATOMIC_ACQUIRE);
+        w = __atomic_load_n(&b->word, __ATOMIC_ACQUIRE);
     }
-    return seq;
+    return w;
 }
 
-/* Reader: nonzero when a writer entered the bucket since seq_read_begin returned seq. */
-static inline int seq_read_changed(const struct bucket *b, uint32_t seq)
+/* Reader: nonzero when a writer entered the bucket, or a failed writer fenced it, since
+ * seq_read_begin returned w. The same one load as a plain seqlock's re-check. */
+static inline int seq_read_changed(const struct bucket *b, uint64_t w)
 {
     __atomic_thread_fence(__ATOMIC_ACQUIRE);
-    return __atomic_load_n(&b->seq, __ATOMIC_RELAXED) != seq;
+    return __atomic_load_n(&b->word, __ATOMIC_RELAXED) != w;
 }
 
-/* Writer (shard lock held). An odd seq left by a dead writer is entered as is. */
-static inline uint32_t seq_write_begin(struct bucket *b)
+/* Writer (shard lock held). An odd seq left by a dead writer is entered as is. Read-modify-
+ * writes, so a fence bit set meanwhile by a writer without the lock is never lost. */
+static inline void seq_write_begin(struct bucket *b)
 {
-    uint32_t seq = __atomic_load_n(&b->seq, __ATOMIC_RELAXED) | 1u;
-    __atomic_store_n(&b->seq, seq, __ATOMIC_RELAXED);
+    __atomic_fetch_or(&b->word, SEQ_ONE, __ATOMIC_RELAXED);
     __atomic_thread_fence(__ATOMIC_RELEASE);
-    return seq;
 }
 
-static inline void seq_write_end(struct bucket *b, uint32_t seq)
+static inline void seq_write_end(struct bucket *b)
 {
-    __atomic_store_n(&b->seq, seq + 1u, __ATOMIC_RELEASE);
+    __atomic_fetch_add(&b->word, SEQ_ONE, __ATOMIC_RELEASE); /* odd to even; a carry leaves the word */
 }
 
 static inline uint64_t slot_load(const struct bucket *b, int i)
@@ -443,9 +446,60 @@ static inline void slot_store(struct bucket *b, int i, uint64_t w)
 /* Writer: point slot i at w (0 = empty) inside the bucket's odd window. */
 static void slot_publish(struct bucket *b, int i, uint64_t w)
 {
-    uint32_t seq = seq_write_begin(b);
+    seq_write_begin(b);
     slot_store(b, i, w);
-    seq_write_end(b, seq);
+    seq_write_end(b);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Fences: a write that could not take its shard lock                                         */
+/* ------------------------------------------------------------------------------------------ */
+
+/* The bit of a bucket's fence mask that covers keys with this tag (1 in 32 of the bucket's
+ * other keys share it). */
+static inline uint64_t fence_bit(uint32_t tag) { return 1ULL << (tag & 31u); }
+
+/*
+ * Without the lock: make k's key read as a miss until the shard's next lock holder has dropped
+ * its items (shard_unfence). The bit is set first and counted second, both sequentially
+ * consistent, so a holder that sees the count also sees the bit. Returns nonzero when the bit
+ * was already set (the key read as a miss already). A reader that validates after this store
+ * sees the word changed and misses; one that validated before it returned before it.
+ */
+static int bucket_fence(strata_table *t, const keyref *k)
+{
+    uint64_t bit = fence_bit(k->tag);
+    uint64_t old = __atomic_fetch_or(&bucket_of(t, k->shard, k->bucket)->word, bit, __ATOMIC_SEQ_CST);
+    __atomic_fetch_add(&ctl_of(t, k->shard)->fenced, 1u, __ATOMIC_SEQ_CST);
+    return (old & bit) != 0;
+}
+
+/*
+ * Lock held: clear shard s's fences. In each fenced bucket, every item whose tag has a fenced
+ * bit is unlinked and those bits are cleared in one seq window, so no reader sees the item
+ * unfenced. Fences set during the scan keep their bits and their count for the next holder.
+ * O(buckets) once after a failed write; one load when there is none.
+ */
+static void shard_unfence(strata_table *t, uint32_t s)
+{
+    struct shard_ctl *ctl = ctl_of(t, s);
+    uint32_t pending = __atomic_load_n(&ctl->fenced, __ATOMIC_SEQ_CST);
+
+    if (pending == 0) return;
+    /* Bound: buckets_per_shard iterations of 7 slots. */
+    for (uint32_t i = 0; i < t->geo.buckets_per_shard; i++) {
+        struct bucket *b = bucket_of(t, s, i);
+        uint64_t mask = __atomic_load_n(&b->word, __ATOMIC_RELAXED) & FENCE_MASK;
+        if (mask == 0) continue;
+        seq_write_begin(b);
+        for (int j = 0; j < STRATA_SLOTS_PER_BUCKET; j++) {
+            uint64_t w = slot_load(b, j);
+            if (slot_loc(w) != 0 && (fence_bit(slot_tag(w)) & mask)) slot_store(b, j, 0);
+        }
+        __atomic_fetch_and(&b->word, ~mask, __ATOMIC_RELAXED);
+        seq_write_end(b);
+    }
+    __atomic_fetch_sub(&ctl->fenced, pending, __ATOMIC_SEQ_CST);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -461,11 +515,12 @@ strata_status strata_get(strata_table *t, const void *key, size_t key_len, const
 {
     keyref k;
     struct bucket *b;
-    uint64_t now = 0;
+    uint64_t now = 0, fenced;
 
     if (key_len == 0 || key_len > STRATA_MAX_KEY) return STRATA_EINVAL;
     k = locate(t, key, key_len);
     b = bucket_of(t, k.shard, k.bucket);
+    fenced = fence_bit(k.tag);
 
     /* Bound: READ_ATTEMPTS tries of at most 7 slots and one value copy each. */
     for (int attempt = 0; attempt < READ_ATTEMPTS; attempt++) {
@@ -473,9 +528,13 @@ strata_status strata_get(strata_table *t, const void *key, size_t key_len, const
         struct item_hdr h;
         uint64_t seen = 0, ext;
         int at = -1;
-        uint32_t seq = seq_read_begin(b);
+        uint64_t seq = seq_read_begin(b);
 
-        if (seq & 1u) continue;
+        if (seq & SEQ_ONE) continue;
+        if (seq & fenced) { /* a failed writer fenced the key: a miss until unfenced */
+            COUNT(t, misses);
+            return STRATA_NOT_FOUND;
+        }
         for (int i = 0; i < STRATA_SLOTS_PER_BUCKET; i++) {
             uint64_t w = slot_load(b, i);
             const uint8_t *p;
@@ -544,20 +603,24 @@ typedef struct cursor {
     uint32_t fill;
 } cursor;
 
-/* Forget everything in shard s: every slot cleared inside a seq window (leaving every seq even,
- * also one a dead writer left odd), every segment unused. O(buckets + segments). Also the
+/* Forget everything in shard s: every slot cleared and every fence lifted inside a seq window
+ * (leaving every seq even, also one a dead writer left odd), every segment unused. Fences set
+ * while it runs keep their count (see shard_unfence). O(buckets + segments). Also the
  * owner-died recovery, so it trusts nothing in the shard. */
 static void shard_drop(strata_table *t, uint32_t s)
 {
     struct shard_ctl *ctl = ctl_of(t, s);
+    uint32_t pending = __atomic_load_n(&ctl->fenced, __ATOMIC_SEQ_CST);
 
     /* Bound: buckets_per_shard iterations of 7 stores. */
     for (uint32_t i = 0; i < t->geo.buckets_per_shard; i++) {
         struct bucket *b = bucket_of(t, s, i);
-        uint32_t seq = seq_write_begin(b);
+        seq_write_begin(b);
         for (int j = 0; j < STRATA_SLOTS_PER_BUCKET; j++) slot_store(b, j, 0);
-        seq_write_end(b, seq);
+        __atomic_fetch_and(&b->word, ~FENCE_MASK, __ATOMIC_RELAXED);
+        seq_write_end(b);
     }
+    __atomic_fetch_sub(&ctl->fenced, pending, __ATOMIC_SEQ_CST);
     /* Bound: segments_per_shard iterations. */
     for (uint32_t i = 0; i < t->geo.segments_per_shard; i++) seg_of(t, s, i)->fill = 0;
     ctl->active = 0;
@@ -705,10 +768,10 @@ static uint32_t segment_compact(strata_table *t, uint32_t s, uint32_t seg, uint6
                 COUNT(t, expired);
             } else if ((w & SLOT_REF) && (wr - SEG_HDR) + ext <= budget) {
                 if (wr != rd) {
-                    uint32_t seq = seq_write_begin(b);
+                    seq_write_begin(b);
                     memmove(base + wr, p, ext);
                     slot_store(b, i, make_slot(loc_for(seg_off + wr), slot_tag(w)));
-                    seq_write_end(b, seq);
+                    seq_write_end(b);
                 } else {
                     __atomic_fetch_and(&b->slot[i], ~SLOT_REF, __ATOMIC_RELAXED);
                 }
@@ -880,7 +943,8 @@ static strata_status op_counter(strata_table *t, const keyref *k, cursor *c, str
     return STRATA_OK;
 }
 
-/* Take shard s's lock, recovering it if its owner died, then validate the shard (into *c). */
+/* Take shard s's lock, recovering it if its owner died, then validate the shard (into *c) and
+ * clear the fences failed writers left. */
 static strata_status shard_lock(strata_table *t, uint32_t s, int wait, cursor *c)
 {
     struct recover_ctx rc = {t, s};
@@ -889,8 +953,22 @@ static strata_status shard_lock(strata_table *t, uint32_t s, int wait, cursor *c
                                            &rc, &recovered);
     if (recovered) COUNT(t, owner_died_recoveries);
     if (st == STRATA_LOCK_TIMEOUT) COUNT(t, lock_timeouts);
-    if (st == STRATA_OK) shard_check(t, s, c);
+    if (st == STRATA_OK) {
+        shard_check(t, s, c);
+        shard_unfence(t, s);
+    }
     return st;
+}
+
+/* Without the lock: does the bucket hold a live item under the key? A lock-free look (item_at
+ * bounds every read), for delete's answer only. */
+static int key_live_unlocked(strata_table *t, const keyref *k, const void *key, size_t key_len)
+{
+    struct item_hdr h;
+    const uint8_t *item;
+    uint64_t now = 0;
+    int i = slot_find(t, k, bucket_of(t, k->shard, k->bucket), key, key_len, &h, &item);
+    return i >= 0 && !is_expired(h.expires_ms, &now);
 }
 
 #ifdef STRATA_TEST_HOOKS
@@ -911,6 +989,13 @@ strata_status strata_write(strata_table *t, strata_write_req *r, int wait)
     }
     k = locate(t, r->key, r->key_len);
     st = shard_lock(t, k.shard, wait, &c);
+    if (st == STRATA_LOCK_TIMEOUT || st == STRATA_ELOCK) {
+        /* The write did not happen: the value the key holds may be stale by now (the caller
+         * writes other tiers), so it must read as a miss. A delete has then done its job. */
+        int was_fenced = bucket_fence(t, &k);
+        if (r->op != STRATA_OP_DELETE) return st;
+        return !was_fenced && key_live_unlocked(t, &k, r->key, r->key_len) ? STRATA_OK : STRATA_NOT_FOUND;
+    }
     if (st != STRATA_OK) return st;
 #ifdef STRATA_TEST_HOOKS
     if (strata_test_after_shard_check) strata_test_after_shard_check(t, k.shard);
@@ -976,10 +1061,18 @@ strata_status strata_cleanup(strata_table *t, uint64_t *removed)
 strata_status strata_clear(strata_table *t)
 {
     strata_status result = STRATA_OK;
-    /* Bound: shards iterations of one shard_drop. */
+    /* Bound: shards iterations of one shard_drop or one fence per bucket. */
     for (uint32_t s = 0; s < t->geo.shards; s++) {
         cursor c;
         strata_status st = shard_lock(t, s, 1, &c);
+        if (st == STRATA_LOCK_TIMEOUT || st == STRATA_ELOCK) {
+            /* Fence every key of the shard: it reads as empty, and its next lock holder drops
+             * what is there (as bucket_fence, for all 32 bits of every bucket). */
+            for (uint32_t i = 0; i < t->geo.buckets_per_shard; i++)
+                __atomic_fetch_or(&bucket_of(t, s, i)->word, FENCE_MASK, __ATOMIC_SEQ_CST);
+            __atomic_fetch_add(&ctl_of(t, s)->fenced, 1u, __ATOMIC_SEQ_CST);
+            continue;
+        }
         if (st != STRATA_OK) {
             result = st;
             continue;
@@ -1002,15 +1095,15 @@ void strata_keys(strata_table *t, void (*each)(void *ctx, const void *key, size_
         for (uint32_t i = 0; i < t->geo.buckets_per_shard; i++) {
             const struct bucket *b = bucket_of(t, s, i);
             for (int attempt = 0; attempt < READ_ATTEMPTS; attempt++) {
-                uint32_t seq = seq_read_begin(b);
+                uint64_t seq = seq_read_begin(b);
                 int n = 0;
-                if (seq & 1u) continue;
+                if (seq & SEQ_ONE) continue;
                 for (int j = 0; j < STRATA_SLOTS_PER_BUCKET; j++) {
                     uint64_t w = slot_load(b, j), ext;
                     struct item_hdr h;
                     const uint8_t *p = item_at(t, s, slot_loc(w), &h, &ext);
                     keyref k;
-                    if (p == NULL || is_expired(h.expires_ms, &now)) continue;
+                    if (p == NULL || (seq & fence_bit(slot_tag(w))) || is_expired(h.expires_ms, &now)) continue;
                     /* As strata_get would: the key belongs where it was found (shard, bucket,
                      * tag) and the item's checksum holds, so damaged bytes are no key. */
                     memcpy(keys[n], p + ITEM_HDR, h.key_len);
@@ -1050,10 +1143,13 @@ void strata_stats_get(strata_table *t, strata_stats *out)
     for (uint32_t s = 0; s < t->geo.shards; s++) {
         for (uint32_t i = 0; i < t->geo.buckets_per_shard; i++) {
             const struct bucket *b = bucket_of(t, s, i);
+            uint64_t fences = __atomic_load_n(&b->word, __ATOMIC_RELAXED);
             for (int j = 0; j < STRATA_SLOTS_PER_BUCKET; j++) {
                 uint64_t w = slot_load(b, j), ext;
                 struct item_hdr h;
-                if (item_at(t, s, slot_loc(w), &h, &ext) && !is_expired(h.expires_ms, &now)) entries++;
+                if (item_at(t, s, slot_loc(w), &h, &ext) && !(fences & fence_bit(slot_tag(w))) &&
+                    !is_expired(h.expires_ms, &now))
+                    entries++;
             }
         }
     }

@@ -961,7 +961,7 @@ static void test_stopped_holder(void)
     start = mono_ms();
     CHECK(set(t, "k", "blocked") == STRATA_LOCK_TIMEOUT);
     CHECK(mono_ms() - start < 1000);
-    CHECK(get_is(t, "k", "v")); /* readers are unaffected */
+    CHECK(get_is(t, "k", NULL)); /* the write failed: the old value must not be served */
     kill(pid, SIGKILL);
     waitpid(pid, &status, 0);
     CHECK(set(t, "k", "free") == STRATA_OK);
@@ -969,6 +969,138 @@ static void test_stopped_holder(void)
     strata_stats_get(t, &st);
     CHECK(st.counters.lock_timeouts == 1 && st.counters.owner_died_recoveries == 1);
     close(pipefd[0]);
+    strata_close(t);
+}
+
+/* Keys of shard, "<prefix>-<n>", n counting from 0; returns how many were found (at most max). */
+static int keys_on_shard(strata_table *t, uint32_t shard, const char *prefix, char keys[][32], int max)
+{
+    int n = 0;
+    /* Bound: 100,000 candidates. */
+    for (int i = 0; i < 100000 && n < max; i++) {
+        snprintf(keys[n], 32, "%s-%d", prefix, i);
+        if (strata_shard_for(t, keys[n], strlen(keys[n])) == shard) n++;
+    }
+    return n;
+}
+
+static int still_reading(strata_table *t, char keys[][32], int n)
+{
+    int count = 0;
+    for (int i = 0; i < n; i++) count += get_is(t, keys[i], keys[i]);
+    return count;
+}
+
+/* A write whose shard lock is held elsewhere (here: by this thread through a second handle, so
+ * the table answers at once) fences its key: the key reads as a miss without the lock, a delete
+ * succeeds, and the next lock holder drops the fenced items rather than unmasking them. A fence
+ * covers 1/32 of its bucket, so of the shard's other keys at most 6 per fence miss with it. */
+static void test_fenced_write(void)
+{
+    strata_options o = opts_of(2u << 20);
+    strata_table *t, *holder;
+    static char keys[200][32];
+    uint64_t v = 0;
+    int n, fences = 0;
+    o.shards = 2;
+    t = open_table("fence.l1", o);
+    holder = open_table("fence.l1", o);
+    REQUIRE(t && holder);
+    n = keys_on_shard(t, 0, "fk", keys, 200);
+    REQUIRE(n == 200);
+    for (int i = 0; i < n; i++) CHECK(set(t, keys[i], keys[i]) == STRATA_OK);
+    CHECK(set(t, "counter", "5") == STRATA_OK);
+    REQUIRE(strata_lock_shard(holder, 0, 1) == STRATA_OK);
+
+    CHECK(set(t, keys[0], "new") == STRATA_LOCK_TIMEOUT); /* set: false, and a miss */
+    fences++;
+    CHECK(get_is(t, keys[0], NULL));
+    if (!get_is(t, keys[1], keys[1])) memcpy(keys[1], keys[2], 32); /* fenced with keys[0]: 1 in 10^4 */
+    CHECK(put(t, STRATA_OP_DELETE, keys[1], NULL, 0, 0, 0) == STRATA_OK); /* it was live */
+    fences++;
+    CHECK(get_is(t, keys[1], NULL));
+    CHECK(put(t, STRATA_OP_DELETE, keys[1], NULL, 0, 0, 0) == STRATA_NOT_FOUND); /* a miss already */
+    CHECK(put(t, STRATA_OP_DELETE, "fk-absent", NULL, 0, 0, 0) == STRATA_NOT_FOUND ||
+          strata_shard_for(t, "fk-absent", 9) != 0);
+    if (strata_shard_for(t, "counter", 7) == 0) {
+        CHECK(counter(t, STRATA_OP_INCR, "counter", 1, 0, 0, &v) == STRATA_LOCK_TIMEOUT);
+        CHECK(get_is(t, "counter", NULL));
+        fences++;
+    }
+    CHECK(still_reading(t, keys + 2, n - 2) >= n - 2 - 6 * fences);
+    CHECK(strata_unlock_shard(holder, 0) == STRATA_OK);
+
+    /* The next writer of the shard clears the fences by dropping what they covered. */
+    CHECK(set(t, keys[2], keys[2]) == STRATA_OK);
+    CHECK(get_is(t, keys[0], NULL) && get_is(t, keys[1], NULL));
+    CHECK(still_reading(t, keys + 2, n - 2) >= n - 2 - 6 * fences);
+    CHECK(set(t, keys[0], "newer") == STRATA_OK && get_is(t, keys[0], "newer"));
+    CHECK(set(t, keys[1], keys[1]) == STRATA_OK);
+    CHECK(set(t, keys[3], keys[3]) == STRATA_OK && get_is(t, keys[3], keys[3]));
+    strata_close(holder);
+    strata_close(t);
+}
+
+/* A reader already copying the old value when the failed writer fences the key can't return it
+ * once that writer has returned: the sink runs mid-read, between the reader's two seq checks. */
+typedef struct fencing_sink {
+    buf b;
+    strata_table *t;
+    const char *key;
+    int fenced;
+} fencing_sink;
+
+static void *fencing_reserve(void *ctx, size_t len, uint64_t version)
+{
+    fencing_sink *f = ctx;
+    if (!f->fenced) {
+        f->fenced = 1;
+        if (set(f->t, f->key, "new") != STRATA_LOCK_TIMEOUT) f->fenced = 2;
+    }
+    return buf_reserve(&f->b, len, version);
+}
+
+static void test_fence_reader_in_flight(void)
+{
+    strata_options o = opts_of(2u << 20);
+    strata_table *t, *holder;
+    static fencing_sink f;
+    strata_sink sink = {fencing_reserve, &f};
+    t = open_table("fence2.l1", o);
+    holder = open_table("fence2.l1", o);
+    REQUIRE(t && holder);
+    CHECK(set(t, "in-flight", "old") == STRATA_OK);
+    REQUIRE(strata_lock_shard(holder, strata_shard_for(t, "in-flight", 9), 1) == STRATA_OK);
+    f.t = t;
+    f.key = "in-flight";
+    CHECK(strata_get(t, "in-flight", 9, &sink, NULL) == STRATA_NOT_FOUND);
+    CHECK(f.fenced == 1);
+    CHECK(strata_unlock_shard(holder, strata_shard_for(t, "in-flight", 9)) == STRATA_OK);
+    strata_close(holder);
+    strata_close(t);
+}
+
+/* clear with a shard it cannot lock: that shard reads as empty at once, and stays so. */
+static void test_clear_locked_shard(void)
+{
+    strata_options o = opts_of(2u << 20);
+    strata_table *t, *holder;
+    static char keys[2][50][32];
+    o.shards = 2;
+    t = open_table("fence3.l1", o);
+    holder = open_table("fence3.l1", o);
+    REQUIRE(t && holder);
+    for (uint32_t s = 0; s < 2; s++) {
+        REQUIRE(keys_on_shard(t, s, s ? "one" : "zero", keys[s], 50) == 50);
+        for (int i = 0; i < 50; i++) CHECK(set(t, keys[s][i], keys[s][i]) == STRATA_OK);
+    }
+    REQUIRE(strata_lock_shard(holder, 1, 1) == STRATA_OK);
+    CHECK(strata_clear(t) == STRATA_OK);
+    CHECK(still_reading(t, keys[0], 50) == 0 && still_reading(t, keys[1], 50) == 0);
+    CHECK(strata_unlock_shard(holder, 1) == STRATA_OK);
+    CHECK(set(t, keys[1][0], "after") == STRATA_OK && get_is(t, keys[1][0], "after"));
+    CHECK(still_reading(t, keys[1], 50) == 0);
+    strata_close(holder);
     strata_close(t);
 }
 
@@ -1045,6 +1177,9 @@ int main(void)
     run("multiprocess", test_multiprocess);
     run("owner_died", test_owner_died);
     run("stopped_holder", test_stopped_holder);
+    run("fenced_write", test_fenced_write);
+    run("fence_reader_in_flight", test_fence_reader_in_flight);
+    run("clear_locked_shard", test_clear_locked_shard);
     run("fork_child_stats", test_fork_child_stats);
     report_hash_speed();
     remove_dir();
