@@ -182,10 +182,20 @@ class StackTest < Minitest::Test
 
   def test_delete_multi_skips_and_reports_a_failing_tier
     @stack.set("key", entry)
+    @bottom.define_singleton_method(:delete_multi) { |_keys| raise Strata::RetryableError.new("down", tier: :l1) }
 
-    with_shard_locked(@bottom, "key") { assert_equal ["key"], @stack.delete_multi(["key"]) }
+    assert_equal ["key"], @stack.delete_multi(["key"])
     assert_includes @errors, [Strata::RetryableError, :bottom]
     assert_nil @top.get("key"), "the tiers that work still delete"
+  end
+
+  # A shared-memory tier whose shard lock is held elsewhere still deletes: the key reads as a miss.
+  def test_delete_multi_through_a_locked_shard_deletes
+    @stack.set("key", entry)
+
+    with_shard_locked(@bottom, "key") { assert_equal ["key"], @stack.delete_multi(["key"]) }
+    assert_empty @errors
+    assert_nil @stack.get("key")
   end
 
   def test_invalidate_removes_from_tiers_without_stale_copies

@@ -10,7 +10,8 @@
  * in a state that needs nothing from the dead writer (table.c drops the shard).
  *
  * A wait that runs out reports STRATA_LOCK_TIMEOUT and never forces the lock: exclusion is
- * never broken, a stopped (SIGSTOP) owner simply makes writes to its shard time out.
+ * never broken, a stopped (SIGSTOP) owner simply makes writes to its shard time out (and
+ * table.c then fences their keys, so they read as misses).
  */
 #ifndef STRATA_LOCK_H
 #define STRATA_LOCK_H

@@ -305,8 +305,8 @@ static VALUE shm_cas(int argc, VALUE *argv, VALUE self)
     return shm_store(self, STRATA_OP_CAS, key, value, ttl, u64_of(token, "token"));
 }
 
-/* delete(key): true if a live entry was removed. A lock timeout raises RetryableError: a
- * silent false would leave a stale entry the caller believes gone. */
+/* delete(key): true if a live entry was removed. When the shard lock can't be taken the table
+ * fences the key (it reads as a miss) and answers as if it had removed it; see strata_write. */
 static VALUE shm_delete(VALUE self, VALUE key)
 {
     shm *s = shm_open_handle(self);
@@ -500,7 +500,7 @@ static VALUE shm_cleanup(VALUE self)
     return ULL2NUM(m.removed);
 }
 
-/* clear: true; RetryableError if some shard could not be locked (the others are cleared) */
+/* clear: true (a shard that can't be locked is fenced: it reads as empty; see strata_clear) */
 static VALUE shm_clear(VALUE self)
 {
     shm *s = shm_open_handle(self);

@@ -29,7 +29,7 @@
 /* ------------------------------------------------------------------------------------------ */
 
 #define MAGIC 0x314C415441525453ULL /* "STRATAL1" read as a little-endian u64 */
-#define LAYOUT_VERSION 1u
+#define LAYOUT_VERSION 2u /* 2: the bucket word (seq | fence mask), the shard fenced count */
 #define HEADER_BYTES 4096u
 #define CTL_BYTES 128u
 #define BUCKET_BYTES 64u
@@ -39,6 +39,8 @@
 #define STATE_READY 2u
 #define SLOT_REF (1ULL << 63)
 #define TAG_MASK 0x7FFFFFFFu
+#define SEQ_ONE (1ULL << 32)   /* a bucket word's seq is its high 32 bits; this is seq 1 (odd) */
+#define FENCE_MASK 0xFFFFFFFFULL /* ... and its fence mask the low 32 bits */
 
 #define READ_ATTEMPTS 4     /* a reader gives up (miss, torn_reads) after this many tries */
 #define SEQ_SPINS 64        /* pauses a reader waits for an odd seq to turn even, per attempt */
@@ -64,7 +66,8 @@ struct file_header {
     uint32_t creator_uid;
     uint32_t creator_pid;
     uint64_t created_ms;
-    uint64_t check; /* hash of every field above, state excluded (it changes once) */
+    uint64_t boot_id; /* boot_id_now() of the builder's boot: a lock word outlives no reboot */
+    uint64_t check;   /* hash of every field above, state excluded (it changes once) */
 };
 
 struct shard_ctl {
@@ -73,11 +76,12 @@ struct shard_ctl {
     uint32_t next_cas; /* cas of the next item written; never 0 */
     uint64_t drops;
     uint64_t rotations;
+    uint32_t fenced; /* fences set and not yet cleared; atomic, written without the lock */
+    uint32_t unused;
 };
 
 struct bucket {
-    uint32_t seq;
-    uint32_t unused;
+    uint64_t word; /* seq (high 32 bits) | fence mask (low 32 bits); only ever changed atomically */
     uint64_t slot[STRATA_SLOTS_PER_BUCKET];
 };
 
@@ -402,37 +406,37 @@ static uint32_t item_checksum(uint64_t key_hash, const struct item_hdr *h, const
 /* Seqlock                                                                                    */
 /* ------------------------------------------------------------------------------------------ */
 
-/* Reader: the bucket's seq, waiting a bounded SEQ_SPINS pauses for a writer to leave.
- * Odd on return means the writer is still inside. */
-static inline uint32_t seq_read_begin(const struct bucket *b)
+/* Reader: the bucket's word (seq and fence mask), waiting a bounded SEQ_SPINS pauses for a
+ * writer to leave. An odd seq (w & SEQ_ONE) on return means the writer is still inside. */
+static inline uint64_t seq_read_begin(const struct bucket *b)
 {
-    uint32_t seq = __atomic_load_n(&b->seq, __ATOMIC_ACQUIRE);
-    for (int i = 0; (seq & 1u) && i < SEQ_SPINS; i++) {
+    uint64_t w = __atomic_load_n(&b->word, __ATOMIC_ACQUIRE);
+    for (int i = 0; (w & SEQ_ONE) && i < SEQ_SPINS; i++) {
         cpu_relax();
-        seq = __atomic_load_n(&b->seq, __ATOMIC_ACQUIRE);
+        w = __atomic_load_n(&b->word, __ATOMIC_ACQUIRE);
     }
-    return seq;
+    return w;
 }
 
-/* Reader: nonzero when a writer entered the bucket since seq_read_begin returned seq. */
-static inline int seq_read_changed(const struct bucket *b, uint32_t seq)
+/* Reader: nonzero when a writer entered the bucket, or a failed writer fenced it, since
+ * seq_read_begin returned w. The same one load as a plain seqlock's re-check. */
+static inline int seq_read_changed(const struct bucket *b, uint64_t w)
 {
     __atomic_thread_fence(__ATOMIC_ACQUIRE);
-    return __atomic_load_n(&b->seq, __ATOMIC_RELAXED) != seq;
+    return __atomic_load_n(&b->word, __ATOMIC_RELAXED) != w;
 }
 
-/* Writer (shard lock held). An odd seq left by a dead writer is entered as is. */
-static inline uint32_t seq_write_begin(struct bucket *b)
+/* Writer (shard lock held). An odd seq left by a dead writer is entered as is. Read-modify-
+ * writes, so a fence bit set meanwhile by a writer without the lock is never lost. */
+static inline void seq_write_begin(struct bucket *b)
 {
-    uint32_t seq = __atomic_load_n(&b->seq, __ATOMIC_RELAXED) | 1u;
-    __atomic_store_n(&b->seq, seq, __ATOMIC_RELAXED);
+    __atomic_fetch_or(&b->word, SEQ_ONE, __ATOMIC_RELAXED);
     __atomic_thread_fence(__ATOMIC_RELEASE);
-    return seq;
 }
 
-static inline void seq_write_end(struct bucket *b, uint32_t seq)
+static inline void seq_write_end(struct bucket *b)
 {
-    __atomic_store_n(&b->seq, seq + 1u, __ATOMIC_RELEASE);
+    __atomic_fetch_add(&b->word, SEQ_ONE, __ATOMIC_RELEASE); /* odd to even; a carry leaves the word */
 }
 
 static inline uint64_t slot_load(const struct bucket *b, int i)
@@ -448,9 +452,60 @@ static inline void slot_store(struct bucket *b, int i, uint64_t w)
 /* Writer: point slot i at w (0 = empty) inside the bucket's odd window. */
 static void slot_publish(struct bucket *b, int i, uint64_t w)
 {
-    uint32_t seq = seq_write_begin(b);
+    seq_write_begin(b);
     slot_store(b, i, w);
-    seq_write_end(b, seq);
+    seq_write_end(b);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Fences: a write that could not take its shard lock                                         */
+/* ------------------------------------------------------------------------------------------ */
+
+/* The bit of a bucket's fence mask that covers keys with this tag (1 in 32 of the bucket's
+ * other keys share it). */
+static inline uint64_t fence_bit(uint32_t tag) { return 1ULL << (tag & 31u); }
+
+/*
+ * Without the lock: make k's key read as a miss until the shard's next lock holder has dropped
+ * its items (shard_unfence). The bit is set first and counted second, both sequentially
+ * consistent, so a holder that sees the count also sees the bit. Returns nonzero when the bit
+ * was already set (the key read as a miss already). A reader that validates after this store
+ * sees the word changed and misses; one that validated before it returned before it.
+ */
+static int bucket_fence(strata_table *t, const keyref *k)
+{
+    uint64_t bit = fence_bit(k->tag);
+    uint64_t old = __atomic_fetch_or(&bucket_of(t, k->shard, k->bucket)->word, bit, __ATOMIC_SEQ_CST);
+    __atomic_fetch_add(&ctl_of(t, k->shard)->fenced, 1u, __ATOMIC_SEQ_CST);
+    return (old & bit) != 0;
+}
+
+/*
+ * Lock held: clear shard s's fences. In each fenced bucket, every item whose tag has a fenced
+ * bit is unlinked and those bits are cleared in one seq window, so no reader sees the item
+ * unfenced. Fences set during the scan keep their bits and their count for the next holder.
+ * O(buckets) once after a failed write; one load when there is none.
+ */
+static void shard_unfence(strata_table *t, uint32_t s)
+{
+    struct shard_ctl *ctl = ctl_of(t, s);
+    uint32_t pending = __atomic_load_n(&ctl->fenced, __ATOMIC_SEQ_CST);
+
+    if (pending == 0) return;
+    /* Bound: buckets_per_shard iterations of 7 slots. */
+    for (uint32_t i = 0; i < t->geo.buckets_per_shard; i++) {
+        struct bucket *b = bucket_of(t, s, i);
+        uint64_t mask = __atomic_load_n(&b->word, __ATOMIC_RELAXED) & FENCE_MASK;
+        if (mask == 0) continue;
+        seq_write_begin(b);
+        for (int j = 0; j < STRATA_SLOTS_PER_BUCKET; j++) {
+            uint64_t w = slot_load(b, j);
+            if (slot_loc(w) != 0 && (fence_bit(slot_tag(w)) & mask)) slot_store(b, j, 0);
+        }
+        __atomic_fetch_and(&b->word, ~mask, __ATOMIC_RELAXED);
+        seq_write_end(b);
+    }
+    __atomic_fetch_sub(&ctl->fenced, pending, __ATOMIC_SEQ_CST);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -466,11 +521,12 @@ strata_status strata_get(strata_table *t, const void *key, size_t key_len, const
 {
     keyref k;
     struct bucket *b;
-    uint64_t now = 0;
+    uint64_t now = 0, fenced;
 
     if (key_len == 0 || key_len > STRATA_MAX_KEY) return STRATA_EINVAL;
     k = locate(t, key, key_len);
     b = bucket_of(t, k.shard, k.bucket);
+    fenced = fence_bit(k.tag);
 
     /* Bound: READ_ATTEMPTS tries of at most 7 slots and one value copy each. */
     for (int attempt = 0; attempt < READ_ATTEMPTS; attempt++) {
@@ -478,9 +534,13 @@ strata_status strata_get(strata_table *t, const void *key, size_t key_len, const
         struct item_hdr h;
         uint64_t seen = 0, ext;
         int at = -1;
-        uint32_t seq = seq_read_begin(b);
+        uint64_t seq = seq_read_begin(b);
 
-        if (seq & 1u) continue;
+        if (seq & SEQ_ONE) continue;
+        if (seq & fenced) { /* a failed writer fenced the key: a miss until unfenced */
+            COUNT(t, misses);
+            return STRATA_NOT_FOUND;
+        }
         for (int i = 0; i < STRATA_SLOTS_PER_BUCKET; i++) {
             uint64_t w = slot_load(b, i);
             const uint8_t *p;
@@ -537,20 +597,36 @@ strata_status strata_get(strata_table *t, const void *key, size_t key_len, const
 /* Writer internals (the shard lock is held in every function of this section)                */
 /* ------------------------------------------------------------------------------------------ */
 
-/* Forget everything in shard s: every slot cleared inside a seq window (leaving every seq even,
- * also one a dead writer left odd), every segment unused. O(buckets + segments). Also the
+/*
+ * Where a writer appends: the active segment and its fill. shard_check copies both from shared
+ * memory once and validates them; from then on the writer reads only this copy (and stores
+ * the fill it makes, and the segment it rotates to), so a process scribbling over the shared
+ * fields meanwhile cannot send a write outside the segment. Invariant: active < segments_per_shard; fill is 0 (unused) or a multiple of 8 in
+ * SEG_HDR..segment_size.
+ */
+typedef struct cursor {
+    uint32_t active;
+    uint32_t fill;
+} cursor;
+
+/* Forget everything in shard s: every slot cleared and every fence lifted inside a seq window
+ * (leaving every seq even, also one a dead writer left odd), every segment unused. Fences set
+ * while it runs keep their count (see shard_unfence). O(buckets + segments). Also the
  * owner-died recovery, so it trusts nothing in the shard. */
 static void shard_drop(strata_table *t, uint32_t s)
 {
     struct shard_ctl *ctl = ctl_of(t, s);
+    uint32_t pending = __atomic_load_n(&ctl->fenced, __ATOMIC_SEQ_CST);
 
     /* Bound: buckets_per_shard iterations of 7 stores. */
     for (uint32_t i = 0; i < t->geo.buckets_per_shard; i++) {
         struct bucket *b = bucket_of(t, s, i);
-        uint32_t seq = seq_write_begin(b);
+        seq_write_begin(b);
         for (int j = 0; j < STRATA_SLOTS_PER_BUCKET; j++) slot_store(b, j, 0);
-        seq_write_end(b, seq);
+        __atomic_fetch_and(&b->word, ~FENCE_MASK, __ATOMIC_RELAXED);
+        seq_write_end(b);
     }
+    __atomic_fetch_sub(&ctl->fenced, pending, __ATOMIC_SEQ_CST);
     /* Bound: segments_per_shard iterations. */
     for (uint32_t i = 0; i < t->geo.segments_per_shard; i++) seg_of(t, s, i)->fill = 0;
     ctl->active = 0;
@@ -570,18 +646,24 @@ static void shard_recover(void *ctx)
     shard_drop(rc->t, rc->shard);
 }
 
-/* The control block and active segment look sane; otherwise the shard is dropped. */
-static void shard_check(strata_table *t, uint32_t s)
+/* Copy the active segment and its fill into *c, each read once, and validate the copies; a
+ * garbled control block or segment header drops the shard (then *c is segment 0, unused). */
+static void shard_check(strata_table *t, uint32_t s, cursor *c)
 {
     struct shard_ctl *ctl = ctl_of(t, s);
-    uint32_t fill;
+    uint32_t active = __atomic_load_n(&ctl->active, __ATOMIC_RELAXED), fill;
 
-    if (ctl->active >= t->geo.segments_per_shard) {
-        shard_drop(t, s);
-        return;
+    if (active < t->geo.segments_per_shard) {
+        fill = __atomic_load_n(&seg_of(t, s, active)->fill, __ATOMIC_RELAXED);
+        if (fill == 0 || (fill >= SEG_HDR && fill <= t->geo.segment_size && fill % 8 == 0)) {
+            c->active = active;
+            c->fill = fill;
+            return;
+        }
     }
-    fill = seg_of(t, s, ctl->active)->fill;
-    if (fill != 0 && (fill < SEG_HDR || fill > t->geo.segment_size || fill % 8 != 0)) shard_drop(t, s);
+    shard_drop(t, s);
+    c->active = 0;
+    c->fill = 0;
 }
 
 static uint32_t next_cas(struct shard_ctl *ctl)
@@ -623,10 +705,9 @@ static int slot_find(const strata_table *t, const keyref *k, const struct bucket
  * else the one whose item is oldest (distance behind the write head), preferring a clear ref bit.
  * *evicts is set when the chosen slot holds a live item (counted as an eviction).
  */
-static int slot_choose(const strata_table *t, uint32_t s, const struct bucket *b, uint64_t *now,
-                       int *evicts)
+static int slot_choose(const strata_table *t, uint32_t s, const cursor *c, const struct bucket *b,
+                       uint64_t *now, int *evicts)
 {
-    const struct shard_ctl *ctl = ctl_of(t, s);
     uint64_t seg_size = t->geo.segment_size, nseg = t->geo.segments_per_shard;
     uint64_t best_score = 0;
     int best = 0;
@@ -642,7 +723,7 @@ static int slot_choose(const strata_table *t, uint32_t s, const struct bucket *b
         if (item_at(t, s, slot_loc(w), &h, &ext) == NULL || is_expired(h.expires_ms, now)) return i;
         off = (uint64_t)(slot_loc(w) - 1) * 8;
         seg = off / seg_size;
-        score = ((ctl->active + nseg - seg) % nseg) * seg_size + (seg_size - off % seg_size);
+        score = ((c->active + nseg - seg) % nseg) * seg_size + (seg_size - off % seg_size);
         if (!(w & SLOT_REF)) score += t->shard_data_bytes;
         if (score > best_score) {
             best_score = score;
@@ -656,21 +737,21 @@ static int slot_choose(const strata_table *t, uint32_t s, const struct bucket *b
 /*
  * Compact segment seg of shard s in place so that need bytes fit after it: items still indexed,
  * unexpired and referenced are moved down (ref cleared) while they fit the copy budget; every
- * other indexed item is unlinked. Returns 0 if the segment's bytes are not a valid item log (the
- * caller then drops the shard). Bound: fill / 32 iterations, each one key hash, 7 slot reads and
- * at most one memmove of the item.
+ * other indexed item is unlinked. Returns the segment's new fill (fill + need <= segment_size),
+ * or 0 if the segment's bytes are not a valid item log (the caller then drops the shard).
+ * Bound: fill / 32 iterations, each one key hash, 7 slot reads and at most one memmove.
  */
-static int segment_compact(strata_table *t, uint32_t s, uint32_t seg, uint64_t need)
+static uint32_t segment_compact(strata_table *t, uint32_t s, uint32_t seg, uint64_t need)
 {
     struct seg_hdr *sh = seg_of(t, s, seg);
     uint8_t *base = (uint8_t *)sh;
     uint64_t seg_off = (uint64_t)seg * t->geo.segment_size;
-    uint64_t fill = sh->fill, budget = t->geo.segment_size - SEG_HDR - need;
+    uint64_t fill = __atomic_load_n(&sh->fill, __ATOMIC_RELAXED), budget = t->geo.segment_size - SEG_HDR - need;
     uint64_t rd = SEG_HDR, wr = SEG_HDR, now = 0;
 
     if (fill == 0) {
         sh->fill = SEG_HDR;
-        return 1;
+        return SEG_HDR;
     }
     if (fill < SEG_HDR || fill > t->geo.segment_size || fill % 8 != 0) return 0;
     while (rd < fill) {
@@ -693,10 +774,10 @@ static int segment_compact(strata_table *t, uint32_t s, uint32_t seg, uint64_t n
                 COUNT(t, expired);
             } else if ((w & SLOT_REF) && (wr - SEG_HDR) + ext <= budget) {
                 if (wr != rd) {
-                    uint32_t seq = seq_write_begin(b);
+                    seq_write_begin(b);
                     memmove(base + wr, p, ext);
                     slot_store(b, i, make_slot(loc_for(seg_off + wr), slot_tag(w)));
-                    seq_write_end(b, seq);
+                    seq_write_end(b);
                 } else {
                     __atomic_fetch_and(&b->slot[i], ~SLOT_REF, __ATOMIC_RELAXED);
                 }
@@ -709,50 +790,55 @@ static int segment_compact(strata_table *t, uint32_t s, uint32_t seg, uint64_t n
         rd += ext;
     }
     sh->fill = (uint32_t)wr;
-    return 1;
+    return (uint32_t)wr;
 }
 
-/* Make room for need bytes in the active segment, rotating to the next one if it is full. */
-static void ensure_space(strata_table *t, uint32_t s, uint64_t need)
+/* Make room for need bytes at the cursor, rotating to the next segment if the active one is
+ * full. On return c->fill + need <= segment_size. */
+static void ensure_space(strata_table *t, uint32_t s, cursor *c, uint64_t need)
 {
     struct shard_ctl *ctl = ctl_of(t, s);
-    struct seg_hdr *sh = seg_of(t, s, ctl->active);
-    uint32_t next;
+    uint32_t next, fill;
 
-    if (sh->fill == 0) sh->fill = SEG_HDR;
-    if (sh->fill + need <= t->geo.segment_size) return;
-    next = (ctl->active + 1) % t->geo.segments_per_shard;
-    if (!segment_compact(t, s, next, need)) {
+    if (c->fill == 0) c->fill = SEG_HDR;
+    if (c->fill + need <= t->geo.segment_size) return;
+    next = (c->active + 1) % t->geo.segments_per_shard;
+    fill = segment_compact(t, s, next, need);
+    if (fill == 0) {
         shard_drop(t, s);
-        seg_of(t, s, 0)->fill = SEG_HDR;
+        c->active = 0;
+        c->fill = SEG_HDR;
         return;
     }
     ctl->active = next;
     ctl->rotations++;
+    c->active = next;
+    c->fill = fill;
 }
 
-/* Write an item at the active segment's fill (ensure_space ran) and return its loc. The bytes
- * are fresh: no slot points there. */
-static uint32_t item_append(strata_table *t, uint32_t s, const keyref *k, const void *key,
+/* Write an item at the cursor (ensure_space made room for it), advance the cursor, store the
+ * new fill and return the item's loc. The bytes are fresh: no slot points there. */
+static uint32_t item_append(strata_table *t, uint32_t s, cursor *c, const keyref *k, const void *key,
                             size_t key_len, const void *value, size_t value_len, uint64_t expires_ms)
 {
-    struct shard_ctl *ctl = ctl_of(t, s);
-    struct seg_hdr *sh = seg_of(t, s, ctl->active);
-    uint8_t *p = (uint8_t *)sh + sh->fill;
+    struct seg_hdr *sh = seg_of(t, s, c->active);
+    uint32_t at = c->fill;
+    uint8_t *p = (uint8_t *)sh + at;
     uint64_t total = ITEM_HDR + key_len + value_len, ext = align8(total);
     struct item_hdr h = {0};
 
     h.value_len = (uint32_t)value_len;
     h.expires_ms = expires_ms;
-    h.cas = next_cas(ctl);
+    h.cas = next_cas(ctl_of(t, s));
     h.key_len = (uint16_t)key_len;
     h.checksum = item_checksum(k->hash, &h, value);
     memcpy(p, &h, sizeof h);
     memcpy(p + ITEM_HDR, key, key_len);
     memcpy(p + ITEM_HDR + key_len, value, value_len);
     memset(p + total, 0, ext - total);
-    sh->fill += (uint32_t)ext;
-    return loc_for((uint64_t)ctl->active * t->geo.segment_size + (uint64_t)(p - (uint8_t *)sh));
+    c->fill = at + (uint32_t)ext;
+    sh->fill = c->fill;
+    return loc_for((uint64_t)c->active * t->geo.segment_size + at);
 }
 
 static uint64_t expiry_for(uint64_t ttl_ms) { return ttl_ms ? now_ms() + ttl_ms : 0; }
@@ -789,7 +875,7 @@ static size_t format_u64(uint64_t v, char buf[20])
 /* Writes                                                                                     */
 /* ------------------------------------------------------------------------------------------ */
 
-static strata_status op_store(strata_table *t, const keyref *k, strata_write_req *r)
+static strata_status op_store(strata_table *t, const keyref *k, cursor *c, strata_write_req *r)
 {
     struct bucket *b = bucket_of(t, k->shard, k->bucket);
     struct item_hdr h;
@@ -797,14 +883,14 @@ static strata_status op_store(strata_table *t, const keyref *k, strata_write_req
     uint64_t now = 0;
     int i, live, evicts = 0;
 
-    ensure_space(t, k->shard, align8(ITEM_HDR + r->key_len + r->value_len));
+    ensure_space(t, k->shard, c, align8(ITEM_HDR + r->key_len + r->value_len));
     i = slot_find(t, k, b, r->key, r->key_len, &h, &item);
     live = i >= 0 && !is_expired(h.expires_ms, &now);
     if (r->op == STRATA_OP_ADD && live) return STRATA_NOT_STORED;
     if (r->op == STRATA_OP_CAS && (!live || h.cas != r->cas)) return STRATA_NOT_STORED;
-    if (i < 0) i = slot_choose(t, k->shard, b, &now, &evicts);
+    if (i < 0) i = slot_choose(t, k->shard, c, b, &now, &evicts);
     if (evicts) COUNT(t, evictions);
-    slot_publish(b, i, make_slot(item_append(t, k->shard, k, r->key, r->key_len, r->value, r->value_len,
+    slot_publish(b, i, make_slot(item_append(t, k->shard, c, k, r->key, r->key_len, r->value, r->value_len,
                                              expiry_for(r->ttl_ms)),
                                  k->tag));
     COUNT(t, sets);
@@ -830,7 +916,7 @@ static strata_status op_delete(strata_table *t, const keyref *k, strata_write_re
 }
 
 /* memcached semantics: unsigned 64-bit, incr wraps, decr stops at 0, the expiry is kept. */
-static strata_status op_counter(strata_table *t, const keyref *k, strata_write_req *r)
+static strata_status op_counter(strata_table *t, const keyref *k, cursor *c, strata_write_req *r)
 {
     struct bucket *b = bucket_of(t, k->shard, k->bucket);
     struct item_hdr h;
@@ -840,7 +926,7 @@ static strata_status op_counter(strata_table *t, const keyref *k, strata_write_r
     size_t n;
     int i, evicts = 0;
 
-    ensure_space(t, k->shard, align8(ITEM_HDR + r->key_len + sizeof digits));
+    ensure_space(t, k->shard, c, align8(ITEM_HDR + r->key_len + sizeof digits));
     i = slot_find(t, k, b, r->key, r->key_len, &h, &item);
     if (i < 0 || is_expired(h.expires_ms, &now)) {
         if (!r->has_initial) return STRATA_NOT_FOUND;
@@ -854,17 +940,18 @@ static strata_status op_counter(strata_table *t, const keyref *k, strata_write_r
             value = value > r->amount ? value - r->amount : 0;
         expires = h.expires_ms;
     }
-    if (i < 0) i = slot_choose(t, k->shard, b, &now, &evicts);
+    if (i < 0) i = slot_choose(t, k->shard, c, b, &now, &evicts);
     if (evicts) COUNT(t, evictions);
     n = format_u64(value, digits);
-    slot_publish(b, i, make_slot(item_append(t, k->shard, k, r->key, r->key_len, digits, n, expires), k->tag));
+    slot_publish(b, i, make_slot(item_append(t, k->shard, c, k, r->key, r->key_len, digits, n, expires), k->tag));
     r->result = value;
     COUNT(t, sets);
     return STRATA_OK;
 }
 
-/* Take shard s's lock, recovering it if its owner died. */
-static strata_status shard_lock(strata_table *t, uint32_t s, int wait)
+/* Take shard s's lock, recovering it if its owner died, then validate the shard (into *c) and
+ * clear the fences failed writers left. */
+static strata_status shard_lock(strata_table *t, uint32_t s, int wait, cursor *c)
 {
     struct recover_ctx rc = {t, s};
     int recovered = 0;
@@ -872,13 +959,32 @@ static strata_status shard_lock(strata_table *t, uint32_t s, int wait)
                                            &rc, &recovered);
     if (recovered) COUNT(t, owner_died_recoveries);
     if (st == STRATA_LOCK_TIMEOUT) COUNT(t, lock_timeouts);
-    if (st == STRATA_OK) shard_check(t, s);
+    if (st == STRATA_OK) {
+        shard_check(t, s, c);
+        shard_unfence(t, s);
+    }
     return st;
 }
+
+/* Without the lock: does the bucket hold a live item under the key? A lock-free look (item_at
+ * bounds every read), for delete's answer only. */
+static int key_live_unlocked(strata_table *t, const keyref *k, const void *key, size_t key_len)
+{
+    struct item_hdr h;
+    const uint8_t *item;
+    uint64_t now = 0;
+    int i = slot_find(t, k, bucket_of(t, k->shard, k->bucket), key, key_len, &h, &item);
+    return i >= 0 && !is_expired(h.expires_ms, &now);
+}
+
+#ifdef STRATA_TEST_HOOKS
+void (*strata_test_after_shard_check)(strata_table *t, uint32_t shard);
+#endif
 
 strata_status strata_write(strata_table *t, strata_write_req *r, int wait)
 {
     keyref k;
+    cursor c;
     strata_status st;
 
     if (r->key_len == 0 || r->key_len > STRATA_MAX_KEY) return STRATA_EINVAL;
@@ -888,20 +994,30 @@ strata_status strata_write(strata_table *t, strata_write_req *r, int wait)
         return STRATA_TOO_LARGE;
     }
     k = locate(t, r->key, r->key_len);
-    st = shard_lock(t, k.shard, wait);
+    st = shard_lock(t, k.shard, wait, &c);
+    if (st == STRATA_LOCK_TIMEOUT || st == STRATA_ELOCK) {
+        /* The write did not happen: the value the key holds may be stale by now (the caller
+         * writes other tiers), so it must read as a miss. A delete has then done its job. */
+        int was_fenced = bucket_fence(t, &k);
+        if (r->op != STRATA_OP_DELETE) return st;
+        return !was_fenced && key_live_unlocked(t, &k, r->key, r->key_len) ? STRATA_OK : STRATA_NOT_FOUND;
+    }
     if (st != STRATA_OK) return st;
+#ifdef STRATA_TEST_HOOKS
+    if (strata_test_after_shard_check) strata_test_after_shard_check(t, k.shard);
+#endif
     switch (r->op) {
     case STRATA_OP_SET:
     case STRATA_OP_ADD:
     case STRATA_OP_CAS:
-        st = op_store(t, &k, r);
+        st = op_store(t, &k, &c, r);
         break;
     case STRATA_OP_DELETE:
         st = op_delete(t, &k, r);
         break;
     case STRATA_OP_INCR:
     case STRATA_OP_DECR:
-        st = op_counter(t, &k, r);
+        st = op_counter(t, &k, &c, r);
         break;
     default:
         st = STRATA_EINVAL;
@@ -921,7 +1037,8 @@ strata_status strata_cleanup(strata_table *t, uint64_t *removed)
 
     /* Bound: shards x buckets_per_shard x 7 slots, one header read each. */
     for (uint32_t s = 0; s < t->geo.shards; s++) {
-        strata_status st = shard_lock(t, s, 1);
+        cursor c;
+        strata_status st = shard_lock(t, s, 1, &c);
         if (st != STRATA_OK) {
             result = st;
             continue;
@@ -950,9 +1067,18 @@ strata_status strata_cleanup(strata_table *t, uint64_t *removed)
 strata_status strata_clear(strata_table *t)
 {
     strata_status result = STRATA_OK;
-    /* Bound: shards iterations of one shard_drop. */
+    /* Bound: shards iterations of one shard_drop or one fence per bucket. */
     for (uint32_t s = 0; s < t->geo.shards; s++) {
-        strata_status st = shard_lock(t, s, 1);
+        cursor c;
+        strata_status st = shard_lock(t, s, 1, &c);
+        if (st == STRATA_LOCK_TIMEOUT || st == STRATA_ELOCK) {
+            /* Fence every key of the shard: it reads as empty, and its next lock holder drops
+             * what is there (as bucket_fence, for all 32 bits of every bucket). */
+            for (uint32_t i = 0; i < t->geo.buckets_per_shard; i++)
+                __atomic_fetch_or(&bucket_of(t, s, i)->word, FENCE_MASK, __ATOMIC_SEQ_CST);
+            __atomic_fetch_add(&ctl_of(t, s)->fenced, 1u, __ATOMIC_SEQ_CST);
+            continue;
+        }
         if (st != STRATA_OK) {
             result = st;
             continue;
@@ -975,15 +1101,21 @@ void strata_keys(strata_table *t, void (*each)(void *ctx, const void *key, size_
         for (uint32_t i = 0; i < t->geo.buckets_per_shard; i++) {
             const struct bucket *b = bucket_of(t, s, i);
             for (int attempt = 0; attempt < READ_ATTEMPTS; attempt++) {
-                uint32_t seq = seq_read_begin(b);
+                uint64_t seq = seq_read_begin(b);
                 int n = 0;
-                if (seq & 1u) continue;
+                if (seq & SEQ_ONE) continue;
                 for (int j = 0; j < STRATA_SLOTS_PER_BUCKET; j++) {
                     uint64_t w = slot_load(b, j), ext;
                     struct item_hdr h;
                     const uint8_t *p = item_at(t, s, slot_loc(w), &h, &ext);
-                    if (p == NULL || is_expired(h.expires_ms, &now)) continue;
+                    keyref k;
+                    if (p == NULL || (seq & fence_bit(slot_tag(w))) || is_expired(h.expires_ms, &now)) continue;
+                    /* As strata_get would: the key belongs where it was found (shard, bucket,
+                     * tag) and the item's checksum holds, so damaged bytes are no key. */
                     memcpy(keys[n], p + ITEM_HDR, h.key_len);
+                    k = locate(t, keys[n], h.key_len);
+                    if (k.shard != s || k.bucket != i || k.tag != slot_tag(w)) continue;
+                    if (item_checksum(k.hash, &h, p + ITEM_HDR + h.key_len) != h.checksum) continue;
                     lens[n++] = h.key_len;
                 }
                 if (seq_read_changed(b, seq)) continue;
@@ -1017,10 +1149,13 @@ void strata_stats_get(strata_table *t, strata_stats *out)
     for (uint32_t s = 0; s < t->geo.shards; s++) {
         for (uint32_t i = 0; i < t->geo.buckets_per_shard; i++) {
             const struct bucket *b = bucket_of(t, s, i);
+            uint64_t fences = __atomic_load_n(&b->word, __ATOMIC_RELAXED);
             for (int j = 0; j < STRATA_SLOTS_PER_BUCKET; j++) {
                 uint64_t w = slot_load(b, j), ext;
                 struct item_hdr h;
-                if (item_at(t, s, slot_loc(w), &h, &ext) && !is_expired(h.expires_ms, &now)) entries++;
+                if (item_at(t, s, slot_loc(w), &h, &ext) && !(fences & fence_bit(slot_tag(w))) &&
+                    !is_expired(h.expires_ms, &now))
+                    entries++;
             }
         }
     }
@@ -1035,8 +1170,9 @@ uint32_t strata_shard_for(const strata_table *t, const void *key, size_t key_len
 strata_status strata_lock_shard(strata_table *t, uint32_t shard, int wait)
 {
     strata_status st;
+    cursor c;
     if (shard >= t->geo.shards) return STRATA_EINVAL;
-    st = shard_lock(t, shard, wait);
+    st = shard_lock(t, shard, wait, &c);
     if (st == STRATA_OK) __atomic_add_fetch(&t->held_locks, 1, __ATOMIC_RELAXED);
     return st;
 }
@@ -1053,6 +1189,20 @@ strata_status strata_unlock_shard(strata_table *t, uint32_t shard)
 /* ------------------------------------------------------------------------------------------ */
 /* Open, build, validate, close                                                               */
 /* ------------------------------------------------------------------------------------------ */
+
+/* This boot's id (/proc/sys/kernel/random/boot_id, hashed), or 0 where there is none. A robust
+ * mutex held when the machine went down is never marked owner-dead: a file built under another
+ * boot may hold a lock nobody can take, so file_validate sends it to a rebuild. */
+static uint64_t boot_id_now(void)
+{
+    char text[64];
+    ssize_t n = 0;
+    int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    n = read(fd, text, sizeof text);
+    close(fd);
+    return n > 0 ? strata_hash64(text, (size_t)n, MAGIC) : 0;
+}
 
 static uint64_t header_check(const struct file_header *h)
 {
@@ -1078,6 +1228,7 @@ static const char *file_validate(int fd, const struct stat *st, const strata_geo
     if (h.fingerprint != layout_fingerprint()) return "struct-size fingerprint differs (another build)";
     if (h.state != STATE_READY) return "initialisation never completed";
     if (h.check != header_check(&h)) return "header checksum mismatch";
+    if (h.boot_id != boot_id_now()) return "built before the last reboot (its shard locks cannot be trusted)";
     if (h.file_size != (uint64_t)st->st_size) return "file is truncated or extended";
     if (h.file_size != g->size || h.shards != g->shards || h.buckets_per_shard != g->buckets_per_shard ||
         h.segments_per_shard != g->segments_per_shard || h.segment_size != g->segment_size ||
@@ -1157,6 +1308,7 @@ static strata_status file_build(int fd, const strata_geometry *g, uint8_t **base
     h->creator_uid = (uint32_t)geteuid();
     h->creator_pid = (uint32_t)getpid();
     h->created_ms = now_ms();
+    h->boot_id = boot_id_now();
     /* Bound: shards iterations. The index and segments are zero already (fresh space). */
     for (uint32_t s = 0; s < g->shards; s++) {
         struct shard_ctl *ctl = (struct shard_ctl *)(p + g->ctl_offset + (size_t)s * CTL_BYTES);

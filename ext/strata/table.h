@@ -10,7 +10,10 @@
  *   per-item checksum, retry a bounded number of times, and report a miss rather than return
  *   bytes they could not validate. The only thing a reader writes is a reference bit in an index
  *   slot, and only when it is clear. A writer that dies holding a lock costs its shard's contents:
- *   the next writer of that shard drops the shard and carries on.
+ *   the next writer of that shard drops the shard and carries on. A writer that cannot take the
+ *   lock (held too long, or unusable) fences its key instead: one atomic OR on the key's bucket
+ *   word makes the key read as a miss at once, and the shard's next lock holder drops what the
+ *   fence covers. A failed write therefore never leaves the value it meant to replace readable.
  *
  * FILE LAYOUT (all integers in the CPU's byte order, which the fingerprint records)
  *
@@ -21,15 +24,19 @@
  *                         u32 segments per shard    u32 segment size
  *                         u64 ctl offset            u64 index offset     u64 data offset
  *                         u64 hash seed             u32 creator uid      u32 creator pid
- *                         u64 created at (unix ms)  u64 header check (hash of everything above)
+ *                         u64 created at (unix ms)  u64 boot id (hash of the boot_id of the boot
+ *                         that built it)            u64 header check (hash of everything above)
  *                       state is INITIALIZING (1) while the builder fills the file and READY (2)
  *                       after; nothing else is ever written to the header after READY.
  *   ctl offset = 4096   shards x 128-byte shard control blocks, rounded up to 4096:
  *                         pthread_mutex_t lock; u32 active segment; u32 next cas;
- *                         u64 drops (times the shard was dropped); u64 rotations
+ *                         u64 drops (times the shard was dropped); u64 rotations;
+ *                         u32 fenced (fences set and not yet cleared); u32 unused
  *   index offset        shards x buckets-per-shard buckets of 64 bytes (one cache line), shard 0
  *                       first, rounded up to 4096:
- *                         u32 seq; u32 unused; u64 slot[7]
+ *                         u64 word; u64 slot[7]
+ *                       word = fence mask (low 32 bits) | seq (high 32 bits)
+ *                       fence bit (tag mod 32) set = keys of that tag read as a miss
  *                       slot = loc (low 32 bits) | tag (bits 32..62) | ref (bit 63)
  *                       loc = item offset within its shard's data / 8 + 1; 0 = empty slot
  *                       tag = 31 bits of the key hash not used to pick shard and bucket
@@ -52,25 +59,39 @@
  *             published it (state INITIALIZING); read-only once READY.
  *     stale:  nothing; it never changes after READY. Validated field by field at open (and by
  *             the header check hash); any mismatch rebuilds the file (a wrong magic number
- *             refuses it instead: Caveats, files written by others).
+ *             refuses it instead: Caveats, files written by others), and so does a boot id
+ *             other than this boot's (a mutex held when the machine went down is never marked
+ *             owner-dead, so a file from another boot may hold a lock nobody can take).
  *     death:  a builder that dies leaves state INITIALIZING (the magic number is written before
  *             anything else), or an empty file; the next opener rebuilds or builds it.
  *   shard control block
- *     guard:  the mutex itself; every other field is read and written only by the holder.
+ *     guard:  the mutex itself; every other field is read and written only by the holder,
+ *             except fenced: a writer that failed to take the lock adds 1 (atomic), the holder
+ *             subtracts what it has cleared (atomic).
  *     stale:  readers never look at it.
  *     death:  fields may be half updated; the recovering writer resets all of them (shard
- *             drop). active and the active segment's fill are also sanity-checked every time
- *             the lock is taken, so a garbled block drops the shard rather than misdirect writes.
- *   bucket (seq + 7 slots)
- *     guard:  the shard mutex, with the seqlock protocol: seq made odd, slots (and any item
- *             bytes they point to) changed, seq made even with a release store.
- *     stale:  a reader loads seq (acquire), reads slots and item, re-checks seq after an
- *             acquire fence; odd or changed means retry (at most 4 times, then a miss). The
- *             ref bit is set by readers with a compare-and-swap against the exact slot value
- *             they validated, so it lands on that slot value or nowhere; a lost ref bit only
- *             makes an item an eviction candidate one round early.
+ *             drop). active and the active segment's fill are also copied once and validated
+ *             every time the lock is taken, and the writer uses only that copy, so a garbled
+ *             block (or a process scribbling over it meanwhile) drops the shard rather than
+ *             misdirect writes.
+ *   bucket (word + 7 slots)
+ *     guard:  slots: the shard mutex, with the seqlock protocol: seq made odd, slots (and any
+ *             item bytes they point to) changed, seq made even with a release. The word is only
+ *             ever changed by atomic read-modify-writes: seq by the holder, fence bits set by
+ *             any writer without the lock (bucket_fence) and cleared by the holder, in a seq
+ *             window in which it also unlinks every item the cleared bits cover.
+ *     stale:  a reader loads the word (acquire), misses at once if its key's fence bit is set,
+ *             reads slots and item, re-checks the whole word after an acquire fence; odd or
+ *             changed means retry (at most 4 times, then a miss). So a reader that validates
+ *             after a fence was set misses, even one that began before it: once a failed
+ *             writer returns, no reader returns the value it failed to replace. The ref bit
+ *             is set by readers with a compare-and-swap against the exact slot value they
+ *             validated, so it lands on that slot value or nowhere; a lost ref bit only makes
+ *             an item an eviction candidate one round early.
  *     death:  a writer that dies inside the window leaves seq odd; readers of that bucket miss
- *             until the next writer of the shard drops it, which leaves every seq even.
+ *             until the next writer of the shard drops it, which leaves every seq even and
+ *             every fence clear. A fence outlives its writer by design: it is cleared only by
+ *             a lock holder that dropped what it covered.
  *   segment and items
  *     guard:  the shard mutex. Bytes a slot points to are never changed while it points there,
  *             except inside that slot's bucket's odd-seq window (compaction moving an item).
@@ -145,8 +166,13 @@
  *     the mapping in place, because the kernel finds a dead owner's robust locks through their
  *     mapped addresses.
  *   SIGSTOPped holder: a writer stopped while holding a shard lock blocks that shard's writers;
- *     each of them gives up after lock_timeout (STRATA_LOCK_TIMEOUT). Readers are unaffected.
- *     Remedy: SIGCONT or kill it; a killed holder is recovered as above. Never forced.
+ *     each of them gives up after lock_timeout (STRATA_LOCK_TIMEOUT) and fences its key, which
+ *     then reads as a miss (with 1/32 of its bucket's other keys) until the holder is gone and
+ *     another writer takes the lock. Readers never wait. Remedy: SIGCONT or kill it; a killed
+ *     holder is recovered as above. Never forced.
+ *   reboot: a lock held when the machine went down stays held in a file on disk (the kernel
+ *     marks robust mutexes owner-dead only when their owner exits). The header records the
+ *     boot; a file from another boot is rebuilt at open. Remedy: nothing to do.
  *   SIGSTOPped opener: opening a valid file takes no lock, so it never waits for another opener.
  *     One stopped while building or rebuilding the file holds its flock: openers of that unbuilt
  *     or bad file give up after 1 s (STRATA_EFLOCK). Remedy: SIGCONT or kill it; the next opener
@@ -350,6 +376,11 @@ typedef struct strata_write_req {
  *              must not block, then call again with wait = 1 somewhere it may).
  *   wait != 0: wait up to lock_timeout.
  * The key and value buffers are read while the lock is held; nothing is allocated then.
+ * When the lock can't be taken (STRATA_LOCK_TIMEOUT, STRATA_ELOCK; not STRATA_BUSY, which the
+ * caller retries) the key is fenced: it reads as a miss from then on, in every process, until a
+ * later writer of its shard has dropped the old item. A DELETE has then done its job and returns
+ * STRATA_OK when the key held a live entry (as far as a lock-free look can tell; NOT_FOUND if a
+ * fence already hid it), STRATA_NOT_FOUND otherwise; the other ops return the lock's status.
  * Returns STRATA_OK; STRATA_NOT_FOUND (DELETE, INCR/DECR without initial: no live entry);
  * STRATA_NOT_STORED (ADD, CAS); STRATA_NOT_NUMBER (INCR/DECR); STRATA_TOO_LARGE (nothing
  * written); STRATA_BUSY; STRATA_LOCK_TIMEOUT; STRATA_ELOCK; STRATA_EINVAL.
@@ -361,14 +392,17 @@ strata_status strata_write(strata_table *t, strata_write_req *req, int wait);
  * STRATA_LOCK_TIMEOUT if any was. */
 strata_status strata_cleanup(strata_table *t, uint64_t *removed);
 
-/* Remove everything, one shard at a time. STRATA_LOCK_TIMEOUT if a shard could not be locked
- * (the others are cleared). */
+/* Remove everything, one shard at a time. A shard whose lock can't be taken is fenced whole
+ * (every key in it reads as a miss at once; its next lock holder drops it), so this returns
+ * STRATA_OK; O(buckets of that shard) atomic ORs. */
 strata_status strata_clear(strata_table *t);
 
 /*
  * Lock-free snapshot scan of live keys: calls each(ctx, key, len) once per live unexpired key
- * found, with no lock held (each may allocate). O(slots). Keys written during the scan may or
- * may not be seen; a key is never reported twice unless it moved while the scan ran.
+ * found, with no lock held (each may allocate). A key is reported only if strata_get could
+ * return it: found where it hashes to, not fenced, its item's checksum intact. O(slots + data
+ * bytes hashed). Keys written during the scan may or may not be seen; a key is never reported
+ * twice unless it moved while the scan ran.
  */
 void strata_keys(strata_table *t, void (*each)(void *ctx, const void *key, size_t len), void *ctx);
 

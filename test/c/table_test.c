@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -136,6 +137,7 @@ static void sleep_ms(long ms)
 
 static size_t make_value(const char *key, uint64_t n, char *out, size_t len);
 static int value_ok(const char *key, const char *v, size_t len);
+static void corrupt_at(const char *name, off_t off, const void *bytes, size_t len);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Single-process behaviour                                                                   */
@@ -435,13 +437,22 @@ static void test_geometry(void)
 }
 
 /* Random damage to the index and data regions: every operation must still terminate without a
- * crash, and a value read back is either absent or one that was written under that key. */
-static int collect_count;
+ * crash, a value read back is either absent or one that was written under that key, and keys
+ * reports only keys that were written ("k0".."k199"). */
+static int collect_count, collect_foreign;
 static void collect_key(void *ctx, const void *key, size_t len)
 {
+    char text[16];
+    int n = -1, end = 0;
     (void)ctx;
-    (void)key;
-    if (len >= 1 && len <= STRATA_MAX_KEY) collect_count++;
+    collect_count++;
+    if (len < 2 || len >= sizeof text) {
+        collect_foreign++;
+        return;
+    }
+    memcpy(text, key, len);
+    text[len] = 0;
+    if (sscanf(text, "k%d%n", &n, &end) != 1 || (size_t)end != len || n < 0 || n >= 200) collect_foreign++;
 }
 
 static void test_corruption_fuzz(void)
@@ -485,6 +496,7 @@ static void test_corruption_fuzz(void)
         if (round % 10 == 0) strata_cleanup(t, &removed);
     }
     close(fd);
+    CHECK(collect_foreign == 0);
     {
         strata_stats st;
         strata_stats_get(t, &st);
@@ -492,6 +504,114 @@ static void test_corruption_fuzz(void)
                (unsigned long long)st.counters.misses, (unsigned long long)st.counters.torn_reads);
     }
     CHECK(wrong == 0);
+    strata_close(t);
+}
+
+/* Offset of the first occurrence of needle in the file, or -1. */
+static off_t file_find(const char *name, const void *needle, size_t len)
+{
+    int fd = open(path_of(name), O_RDONLY);
+    struct stat st;
+    char *data;
+    off_t at = -1;
+    if (fd < 0) return -1;
+    if (fstat(fd, &st) == 0 && (data = malloc((size_t)st.st_size)) != NULL) {
+        if (pread(fd, data, (size_t)st.st_size, 0) == st.st_size) {
+            char *p = memmem(data, (size_t)st.st_size, needle, len);
+            if (p) at = p - data;
+        }
+        free(data);
+    }
+    close(fd);
+    return at;
+}
+
+static int keys_seen_alpha, keys_seen_other;
+static void keys_note(void *ctx, const void *key, size_t len)
+{
+    (void)ctx;
+    if (len == 11 && memcmp(key, "alpha-key-1", 11) == 0)
+        keys_seen_alpha++;
+    else
+        keys_seen_other++;
+}
+
+/* keys checks what get checks: a key whose bytes or value were damaged is no key. */
+static void test_keys_skip_damaged(void)
+{
+    strata_table *t = open_table("keysdmg.l1", opts_of(2u << 20));
+    off_t at;
+    char flip;
+    REQUIRE(t);
+    CHECK(set(t, "alpha-key-1", "alpha value") == STRATA_OK);
+    CHECK(set(t, "bravo-key-2", "bravo value") == STRATA_OK);
+    strata_keys(t, keys_note, NULL);
+    CHECK(keys_seen_alpha == 1 && keys_seen_other == 1);
+
+    at = file_find("keysdmg.l1", "bravo-key-2", 11); /* a key byte: "bravo-kez-2" */
+    REQUIRE(at > 0);
+    flip = 'z';
+    corrupt_at("keysdmg.l1", at + 8, &flip, 1);
+    at = file_find("keysdmg.l1", "alpha value", 11); /* a value byte */
+    REQUIRE(at > 0);
+    corrupt_at("keysdmg.l1", at, &flip, 1);
+    keys_seen_alpha = keys_seen_other = 0;
+    strata_keys(t, keys_note, NULL);
+    CHECK(keys_seen_alpha == 0 && keys_seen_other == 0);
+    CHECK(get_is(t, "alpha-key-1", NULL) && get_is(t, "bravo-key-2", NULL) && get_is(t, "bravo-kez-2", NULL));
+    strata_close(t);
+}
+
+/* Between the writer's validation of the shard (active segment, fill) and its use of them, a
+ * process that can write the file scribbles over both. The writer must use what it validated:
+ * before, ensure_space and item_append read them again and wrote out of bounds (ASan). */
+extern void (*strata_test_after_shard_check)(strata_table *t, uint32_t shard);
+static int scribble_fd, scribble_active;
+static void scribble(strata_table *t, uint32_t shard)
+{
+    const strata_geometry *g = strata_geometry_of(t);
+    uint64_t ctl = g->ctl_offset + (uint64_t)shard * 128 + sizeof(pthread_mutex_t);
+    uint64_t shard_data = g->data_offset + (uint64_t)shard * g->segments_per_shard * g->segment_size;
+    uint32_t active = 0, huge = 0x7ffffff0u, fill = g->segment_size + 4096;
+    if (pread(scribble_fd, &active, 4, (off_t)ctl) != 4 || active >= g->segments_per_shard) active = 0;
+    if (pwrite(scribble_fd, &fill, 4, (off_t)(shard_data + (uint64_t)active * g->segment_size)) != 4 ||
+        (scribble_active && pwrite(scribble_fd, &huge, 4, (off_t)ctl) != 4))
+        perror("scribble");
+}
+
+static void test_geometry_changed_under_writer(void)
+{
+    strata_options o = opts_of(2u << 20);
+    strata_table *t;
+    char key[32], val[3000];
+    int ok = 1;
+    o.shards = 1;
+    o.segment_size = 16u << 10;
+    t = open_table("scribble.l1", o);
+    REQUIRE(t);
+    scribble_fd = open(path_of("scribble.l1"), O_RDWR);
+    REQUIRE(scribble_fd >= 0);
+    memset(val, 'v', sizeof val);
+    /* Bound: 40 writes, each scribbled over once: the active segment's fill every time (the
+     * writers rotate through the segments meanwhile), the active segment's index once (the
+     * next writer then finds it out of range and drops the shard). */
+    for (int i = 0; i < 40; i++) {
+        snprintf(key, sizeof key, "scribbled-%d", i);
+        scribble_active = i == 20;
+        strata_test_after_shard_check = scribble;
+        if (put(t, STRATA_OP_SET, key, val, sizeof val, 0, 0) != STRATA_OK) ok = 0;
+        strata_test_after_shard_check = NULL;
+        if (!ok) break;
+        {
+            static buf b;
+            ok = get(t, key, &b, NULL) == STRATA_OK && b.len == sizeof val && memcmp(b.data, val, sizeof val) == 0;
+        }
+        if (!ok) break;
+    }
+    CHECK(ok);
+    strata_test_after_shard_check = NULL;
+    CHECK(set(t, "after", "fine") == STRATA_OK && get_is(t, "after", "fine"));
+    close(scribble_fd);
     strata_close(t);
 }
 
@@ -562,6 +682,104 @@ static void test_rebuild(void)
 
     o.size = 3u << 20; /* another geometry: rebuilt, not reused */
     CHECK(open_reason("rebuild.l1", o, &reason, &t) == STRATA_OK && reason && strstr(reason, "geometry"));
+    strata_close(t);
+}
+
+/* The file header as table.c lays it out (table.h), to forge one from another boot. */
+struct header_mirror {
+    uint64_t magic;
+    uint32_t version, state;
+    uint64_t fingerprint, file_size;
+    uint32_t shards, buckets_per_shard, segments_per_shard, segment_size;
+    uint64_t ctl_offset, index_offset, data_offset, seed;
+    uint32_t creator_uid, creator_pid;
+    uint64_t created_ms, boot_id, check;
+};
+
+static uint64_t mirror_check(const struct header_mirror *h)
+{
+    struct header_mirror copy = *h;
+    copy.state = 0;
+    copy.check = 0;
+    return strata_hash64(&copy, sizeof copy, 0x314C415441525453ULL);
+}
+
+/* Make name's header say it was built under another boot, keeping it otherwise valid. */
+static int forge_other_boot(const char *name)
+{
+    struct header_mirror h;
+    int fd = open(path_of(name), O_RDWR), ok = 0;
+    if (fd < 0) return 0;
+    if (pread(fd, &h, sizeof h, 0) == (ssize_t)sizeof h && h.check == mirror_check(&h)) {
+        h.boot_id ^= 0x5a5a;
+        h.check = mirror_check(&h);
+        ok = pwrite(fd, &h, sizeof h, 0) == (ssize_t)sizeof h;
+    }
+    close(fd);
+    return ok;
+}
+
+static int copy_file(const char *from, const char *to)
+{
+    int in = open(path_of(from), O_RDONLY), out = open(path_of(to), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    char chunk[65536];
+    ssize_t n;
+    int ok = in >= 0 && out >= 0;
+    while (ok && (n = read(in, chunk, sizeof chunk)) > 0) ok = write(out, chunk, (size_t)n) == n;
+    if (in >= 0) close(in);
+    if (out >= 0) close(out);
+    return ok;
+}
+
+/* A robust mutex is marked owner-dead only by the kernel, at its owner's exit, through the
+ * owner's mapping. A lock word saved while held (a file on disk across a reboot; here a copy
+ * of the file taken while a child held a shard) stays held for good. The header's boot id sends
+ * a file from another boot to a rebuild. */
+static void test_other_boot_rebuilds(void)
+{
+    strata_options o = opts_of(2u << 20);
+    strata_table *t = NULL;
+    const char *reason = NULL;
+    uint32_t shard;
+    int pipefd[2], status;
+    char c;
+    pid_t pid;
+    o.lock_timeout_ns = 10 * 1000 * 1000;
+
+    CHECK(open_reason("boot.l1", o, &reason, &t) == STRATA_OK && reason == NULL);
+    REQUIRE(t);
+    CHECK(set(t, "k", "v") == STRATA_OK);
+    shard = strata_shard_for(t, "k", 1);
+    REQUIRE(pipe(pipefd) == 0);
+    pid = fork();
+    if (pid == 0) {
+        strata_table *ct = open_table("boot.l1", o);
+        if (!ct || strata_lock_shard(ct, shard, 1) != STRATA_OK) _exit(1);
+        if (write(pipefd[1], "x", 1) != 1) _exit(1);
+        for (;;) pause();
+    }
+    close(pipefd[1]);
+    REQUIRE(read(pipefd[0], &c, 1) == 1);
+    close(pipefd[0]);
+    CHECK(copy_file("boot.l1", "boot-held.l1") && copy_file("boot.l1", "boot-other.l1"));
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    strata_close(t);
+
+    /* Same boot: valid, and its copied lock word can never be taken. */
+    CHECK(open_reason("boot-held.l1", o, &reason, &t) == STRATA_OK && reason == NULL);
+    REQUIRE(t);
+    CHECK(set(t, "k", "w") == STRATA_LOCK_TIMEOUT);
+    strata_close(t);
+
+    /* Another boot: rebuilt, empty and writable. */
+    CHECK(forge_other_boot("boot-other.l1"));
+    CHECK(open_reason("boot-other.l1", o, &reason, &t) == STRATA_OK && reason && strstr(reason, "reboot"));
+    REQUIRE(t);
+    CHECK(get_is(t, "k", NULL));
+    CHECK(set(t, "k", "w") == STRATA_OK && get_is(t, "k", "w"));
+    strata_close(t);
+    CHECK(open_reason("boot-other.l1", o, &reason, &t) == STRATA_OK && reason == NULL); /* now this boot's */
     strata_close(t);
 }
 
@@ -757,7 +975,9 @@ static void reader_proc(const char *name, uint64_t until_ms)
     char key[32];
     uint64_t n = 0, bad = 0, hits = 0;
     if (!t) _exit(2);
-    while (mono_ms() < until_ms) {
+    /* Bound: until the deadline, and at least one pass over the 300 keys (a child started late
+     * under valgrind may find the deadline passed already). */
+    while (mono_ms() < until_ms || n < 300) {
         snprintf(key, sizeof key, "key-%llu", (unsigned long long)(n++ % 300));
         if (get(t, key, &b, NULL) == STRATA_OK) {
             hits++;
@@ -777,6 +997,13 @@ static void test_multiprocess(void)
     int ok = 1;
     strata_table *t = open_table(name, opts_of(2u << 20));
     REQUIRE(t);
+    { /* every key holds a value before the readers start, so a reader that runs at all hits */
+        char key[32], val[100];
+        for (int n = 0; n < 300; n++) {
+            snprintf(key, sizeof key, "key-%d", n);
+            CHECK(put(t, STRATA_OP_SET, key, val, make_value(key, 0, val, sizeof val), 0, 0) == STRATA_OK);
+        }
+    }
     strata_close(t);
     for (int i = 0; i < 4; i++) {
         pids[i] = fork();
@@ -863,7 +1090,7 @@ static void test_stopped_holder(void)
     start = mono_ms();
     CHECK(set(t, "k", "blocked") == STRATA_LOCK_TIMEOUT);
     CHECK(mono_ms() - start < 1000);
-    CHECK(get_is(t, "k", "v")); /* readers are unaffected */
+    CHECK(get_is(t, "k", NULL)); /* the write failed: the old value must not be served */
     kill(pid, SIGKILL);
     waitpid(pid, &status, 0);
     CHECK(set(t, "k", "free") == STRATA_OK);
@@ -1028,6 +1255,138 @@ static void test_build_interrupted(void)
     unlink(path_of("eintr.l1"));
 }
 
+/* Keys of shard, "<prefix>-<n>", n counting from 0; returns how many were found (at most max). */
+static int keys_on_shard(strata_table *t, uint32_t shard, const char *prefix, char keys[][32], int max)
+{
+    int n = 0;
+    /* Bound: 100,000 candidates. */
+    for (int i = 0; i < 100000 && n < max; i++) {
+        snprintf(keys[n], 32, "%s-%d", prefix, i);
+        if (strata_shard_for(t, keys[n], strlen(keys[n])) == shard) n++;
+    }
+    return n;
+}
+
+static int still_reading(strata_table *t, char keys[][32], int n)
+{
+    int count = 0;
+    for (int i = 0; i < n; i++) count += get_is(t, keys[i], keys[i]);
+    return count;
+}
+
+/* A write whose shard lock is held elsewhere (here: by this thread through a second handle, so
+ * the table answers at once) fences its key: the key reads as a miss without the lock, a delete
+ * succeeds, and the next lock holder drops the fenced items rather than unmasking them. A fence
+ * covers 1/32 of its bucket, so of the shard's other keys at most 6 per fence miss with it. */
+static void test_fenced_write(void)
+{
+    strata_options o = opts_of(2u << 20);
+    strata_table *t, *holder;
+    static char keys[200][32];
+    uint64_t v = 0;
+    int n, fences = 0;
+    o.shards = 2;
+    t = open_table("fence.l1", o);
+    holder = open_table("fence.l1", o);
+    REQUIRE(t && holder);
+    n = keys_on_shard(t, 0, "fk", keys, 200);
+    REQUIRE(n == 200);
+    for (int i = 0; i < n; i++) CHECK(set(t, keys[i], keys[i]) == STRATA_OK);
+    CHECK(set(t, "counter", "5") == STRATA_OK);
+    REQUIRE(strata_lock_shard(holder, 0, 1) == STRATA_OK);
+
+    CHECK(set(t, keys[0], "new") == STRATA_LOCK_TIMEOUT); /* set: false, and a miss */
+    fences++;
+    CHECK(get_is(t, keys[0], NULL));
+    if (!get_is(t, keys[1], keys[1])) memcpy(keys[1], keys[2], 32); /* fenced with keys[0]: 1 in 10^4 */
+    CHECK(put(t, STRATA_OP_DELETE, keys[1], NULL, 0, 0, 0) == STRATA_OK); /* it was live */
+    fences++;
+    CHECK(get_is(t, keys[1], NULL));
+    CHECK(put(t, STRATA_OP_DELETE, keys[1], NULL, 0, 0, 0) == STRATA_NOT_FOUND); /* a miss already */
+    CHECK(put(t, STRATA_OP_DELETE, "fk-absent", NULL, 0, 0, 0) == STRATA_NOT_FOUND ||
+          strata_shard_for(t, "fk-absent", 9) != 0);
+    if (strata_shard_for(t, "counter", 7) == 0) {
+        CHECK(counter(t, STRATA_OP_INCR, "counter", 1, 0, 0, &v) == STRATA_LOCK_TIMEOUT);
+        CHECK(get_is(t, "counter", NULL));
+        fences++;
+    }
+    CHECK(still_reading(t, keys + 2, n - 2) >= n - 2 - 6 * fences);
+    CHECK(strata_unlock_shard(holder, 0) == STRATA_OK);
+
+    /* The next writer of the shard clears the fences by dropping what they covered. */
+    CHECK(set(t, keys[2], keys[2]) == STRATA_OK);
+    CHECK(get_is(t, keys[0], NULL) && get_is(t, keys[1], NULL));
+    CHECK(still_reading(t, keys + 2, n - 2) >= n - 2 - 6 * fences);
+    CHECK(set(t, keys[0], "newer") == STRATA_OK && get_is(t, keys[0], "newer"));
+    CHECK(set(t, keys[1], keys[1]) == STRATA_OK);
+    CHECK(set(t, keys[3], keys[3]) == STRATA_OK && get_is(t, keys[3], keys[3]));
+    strata_close(holder);
+    strata_close(t);
+}
+
+/* A reader already copying the old value when the failed writer fences the key can't return it
+ * once that writer has returned: the sink runs mid-read, between the reader's two seq checks. */
+typedef struct fencing_sink {
+    buf b;
+    strata_table *t;
+    const char *key;
+    int fenced;
+} fencing_sink;
+
+static void *fencing_reserve(void *ctx, size_t len, uint64_t version)
+{
+    fencing_sink *f = ctx;
+    if (!f->fenced) {
+        f->fenced = 1;
+        if (set(f->t, f->key, "new") != STRATA_LOCK_TIMEOUT) f->fenced = 2;
+    }
+    return buf_reserve(&f->b, len, version);
+}
+
+static void test_fence_reader_in_flight(void)
+{
+    strata_options o = opts_of(2u << 20);
+    strata_table *t, *holder;
+    static fencing_sink f;
+    strata_sink sink = {fencing_reserve, &f};
+    t = open_table("fence2.l1", o);
+    holder = open_table("fence2.l1", o);
+    REQUIRE(t && holder);
+    CHECK(set(t, "in-flight", "old") == STRATA_OK);
+    REQUIRE(strata_lock_shard(holder, strata_shard_for(t, "in-flight", 9), 1) == STRATA_OK);
+    f.t = t;
+    f.key = "in-flight";
+    CHECK(strata_get(t, "in-flight", 9, &sink, NULL) == STRATA_NOT_FOUND);
+    CHECK(f.fenced == 1);
+    CHECK(strata_unlock_shard(holder, strata_shard_for(t, "in-flight", 9)) == STRATA_OK);
+    strata_close(holder);
+    strata_close(t);
+}
+
+/* clear with a shard it cannot lock: that shard reads as empty at once, and stays so. */
+static void test_clear_locked_shard(void)
+{
+    strata_options o = opts_of(2u << 20);
+    strata_table *t, *holder;
+    static char keys[2][50][32];
+    o.shards = 2;
+    t = open_table("fence3.l1", o);
+    holder = open_table("fence3.l1", o);
+    REQUIRE(t && holder);
+    for (uint32_t s = 0; s < 2; s++) {
+        REQUIRE(keys_on_shard(t, s, s ? "one" : "zero", keys[s], 50) == 50);
+        for (int i = 0; i < 50; i++) CHECK(set(t, keys[s][i], keys[s][i]) == STRATA_OK);
+    }
+    REQUIRE(strata_lock_shard(holder, 1, 1) == STRATA_OK);
+    CHECK(strata_clear(t) == STRATA_OK);
+    CHECK(still_reading(t, keys[0], 50) == 0 && still_reading(t, keys[1], 50) == 0);
+    CHECK(strata_unlock_shard(holder, 1) == STRATA_OK);
+    CHECK(set(t, keys[1][0], "after") == STRATA_OK && get_is(t, keys[1][0], "after"));
+    CHECK(still_reading(t, keys[1], 50) == 0);
+    strata_close(holder);
+    strata_close(t);
+}
+
 static void test_fork_child_stats(void)
 {
     strata_table *t = open_table("forkstats.l1", opts_of(2u << 20));
@@ -1093,7 +1452,10 @@ int main(void)
     run("keys_clear_stats", test_keys_clear_stats);
     run("geometry", test_geometry);
     run("corruption_fuzz", test_corruption_fuzz);
+    run("keys_skip_damaged", test_keys_skip_damaged);
+    run("geometry_changed_under_writer", test_geometry_changed_under_writer);
     run("rebuild", test_rebuild);
+    run("other_boot_rebuilds", test_other_boot_rebuilds);
     run("unsafe_files", test_unsafe_files);
     run("foreign_files", test_foreign_files);
     run("unsafe_dirs", test_unsafe_dirs);
@@ -1102,6 +1464,9 @@ int main(void)
     run("stopped_holder", test_stopped_holder);
     run("stopped_opener", test_stopped_opener);
     run("build_interrupted", test_build_interrupted);
+    run("fenced_write", test_fenced_write);
+    run("fence_reader_in_flight", test_fence_reader_in_flight);
+    run("clear_locked_shard", test_clear_locked_shard);
     run("fork_child_stats", test_fork_child_stats);
     report_hash_speed();
     remove_dir();

@@ -52,10 +52,13 @@ class StrataStoreFailOpenTest < Strata::StoreCase
     store.write("key", "old")
 
     reports = with_shard_locked(open_table, tier_key(store, "key")) do
-      capture_reports { refute store.write("key", "new") }
+      captured = capture_reports { refute store.write("key", "new") }
+      assert_nil store.read("key"), "not the old value"
+      captured
     end
 
     assert_equal [:l1], reports.map { |report| report[:context][:tier] }.uniq
+    assert_nil store.read("key"), "not the old value, also once the lock is free"
   end
 
   def test_a_counter_the_table_cannot_change_is_nil_and_reported_with_its_tier
@@ -68,14 +71,18 @@ class StrataStoreFailOpenTest < Strata::StoreCase
     end
   end
 
-  def test_a_delete_the_table_cannot_do_is_false_and_reported
+  # The table cannot take the shard lock, so it fences the key instead: a miss for every process.
+  def test_a_delete_the_table_cannot_lock_still_deletes
     store.write("key", "value")
 
     with_shard_locked(open_table, tier_key(store, "key")) do
-      reports = capture_reports { refute store.delete("key") }
+      reports = capture_reports { assert store.delete("key") }
 
-      assert_equal 1, reports.size
+      assert_empty reports
+      assert_nil store.read("key")
+      refute store.exist?("key")
     end
+    assert_nil store.read("key")
   end
 
   def test_failures_are_counted

@@ -150,8 +150,8 @@ module Strata
         end
       end
 
-      # One random operation. A lock timeout (false, or RetryableError from delete, incr, decr and
-      # clear) is allowed: another writer may be descheduled while it holds the lock.
+      # One random operation. A lock timeout (false, or RetryableError from incr and decr) is
+      # allowed: another writer may be descheduled while it holds the lock.
       def write_once(table, writer, rng, counter, reports_w)
         key = @value_keys.sample(random: rng)
         case rng.rand(1000)

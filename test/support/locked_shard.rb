@@ -2,8 +2,9 @@
 
 module Strata
   # A real tier failure on demand: another thread holds the shard lock of a key, so every write of
-  # that key through the table times out (set/add answer false; delete, incr and decr raise
-  # Strata::RetryableError). Reads take no lock and go on working.
+  # that key through the table times out (set/add answer false; incr and decr raise
+  # Strata::RetryableError) and makes the key read as a miss; delete still succeeds that way.
+  # Reads take no lock and go on working.
   module LockedShard
     def with_shard_locked(table, key)
       shard = table._shard_for(key)

@@ -15,8 +15,10 @@ module Strata
     #
     # Thread and process safety: any thread of any process may call any method. Reads take no
     # lock; a write locks one shard (of +shards+) for a few microseconds and gives up after
-    # +lock_timeout+ seconds (set/add/cas then return false; delete, incr and decr raise
-    # Strata::RetryableError). A forked child keeps using the table; its #stats start at zero.
+    # +lock_timeout+ seconds (set/add/cas then return false; incr and decr raise
+    # Strata::RetryableError). A write that gives up leaves its key reading as a miss in every
+    # process, never as the value it failed to replace; so delete and clear still succeed.
+    # A forked child keeps using the table; its #stats start at zero.
     #
     # Sizing: +size+ bytes are reserved at creation (in /dev/shm by default; containers often
     # give /dev/shm only 64 MiB). About 88% holds items; each entry costs 24 bytes of header
