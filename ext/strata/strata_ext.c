@@ -438,16 +438,17 @@ static VALUE shm_get_multi(VALUE self, VALUE keys)
 {
     VALUE found = rb_hash_new();
     long n;
-    shm *s;
 
     /* to_ary is the caller's code and may close the table: take the handle after it. */
     keys = rb_convert_type(keys, T_ARRAY, "Array", "to_ary");
-    s = shm_open_handle(self);
+    shm_open_handle(self);
     n = RARRAY_LEN(keys);
-    /* Bound: one lookup per key. */
-    for (long i = 0; i < n; i++) {
+    /* Bound: at most n lookups. Storing a found key runs a String subclass's hash and eql?,
+     * which may close the table (here or by letting another thread run) or change keys: so the
+     * handle is taken again for every key and keys' length is read again before each entry. */
+    for (long i = 0; i < n && i < RARRAY_LEN(keys); i++) {
         VALUE key = RARRAY_AREF(keys, i);
-        VALUE v = shm_read(s, key, NULL);
+        VALUE v = shm_read(shm_open_handle(self), key, NULL);
         if (!NIL_P(v)) rb_hash_aset(found, key, v);
     }
     return found;
