@@ -446,8 +446,8 @@ static VALUE shm_get_multi(VALUE self, VALUE keys)
     keys = rb_convert_type(keys, T_ARRAY, "Array", "to_ary");
     shm_open_handle(self);
     n = RARRAY_LEN(keys);
-    /* Bound: at most n lookups. Storing a found key runs a String subclass's hash and eql?,
-     * which may close the table (here or by letting another thread run) or change keys: so the
+    /* Bound: at most n lookups. Storing a found key may run a String subclass's eql?, which
+     * may close the table (itself, or by letting another thread run) or change keys: so the
      * handle is taken again for every key and keys' length is read again before each entry. */
     for (long i = 0; i < n && i < RARRAY_LEN(keys); i++) {
         VALUE key = RARRAY_AREF(keys, i);
