@@ -42,6 +42,7 @@ typedef struct shm {
     value_memo memo; /* large values already read, by key (value_memo.h) */
 } shm;
 
+/* Also drops the memo's entries that have lived through enough collections (value_memo.h). */
 static void shm_mark(void *p)
 {
     value_memo_mark(&((shm *)p)->memo);
@@ -51,13 +52,13 @@ static void shm_free(void *p)
 {
     shm *s = p;
     if (s->t) strata_close(s->t);
+    value_memo_free(&s->memo);
     xfree(s);
 }
 
 static size_t shm_memsize(const void *p)
 {
-    (void)p;
-    return sizeof(shm);
+    return sizeof(shm) + value_memo_memsize(&((const shm *)p)->memo);
 }
 
 static const rb_data_type_t shm_type = {
@@ -390,8 +391,8 @@ static void *sink_reserve(void *ctx, size_t len, uint64_t version)
     read_sink *r = ctx;
     r->held = Qnil;
     r->version = version;
-    if (value_memo_wants(&r->s->memo, r->key, len)) {
-        r->held = value_memo_find(&r->s->memo, r->key, len, version);
+    if (value_memo_wants(&r->s->memo, len)) {
+        r->held = value_memo_find(&r->s->memo, RSTRING_PTR(r->key), (size_t)RSTRING_LEN(r->key), len, version);
         if (!NIL_P(r->held)) return STRATA_SINK_HAVE;
     }
     if (NIL_P(r->str))
@@ -414,9 +415,11 @@ static VALUE shm_read(shm *s, VALUE key, uint64_t *cas)
     RB_GC_GUARD(key);
     if (st == STRATA_ENOMEM) rb_memerror();
     if (st != STRATA_OK) return Qnil;
+    /* r.held and r.str are on this frame, so a collection that drops them from the memo
+     * (rb_str_dup allocates) leaves them alive. */
     if (!NIL_P(r.held)) return rb_str_dup(r.held);
-    if (value_memo_wants(&s->memo, key, (size_t)RSTRING_LEN(r.str))) {
-        value_memo_store(&s->memo, key, r.str, r.version);
+    if (value_memo_wants(&s->memo, (size_t)RSTRING_LEN(r.str))) {
+        value_memo_store(&s->memo, RSTRING_PTR(key), (size_t)RSTRING_LEN(key), r.str, r.version);
         return rb_str_dup(r.str);
     }
     return r.str;
@@ -438,16 +441,17 @@ static VALUE shm_get_multi(VALUE self, VALUE keys)
 {
     VALUE found = rb_hash_new();
     long n;
-    shm *s;
 
     /* to_ary is the caller's code and may close the table: take the handle after it. */
     keys = rb_convert_type(keys, T_ARRAY, "Array", "to_ary");
-    s = shm_open_handle(self);
+    shm_open_handle(self);
     n = RARRAY_LEN(keys);
-    /* Bound: one lookup per key. */
-    for (long i = 0; i < n; i++) {
+    /* Bound: at most n lookups. Storing a found key may run a String subclass's eql?, which
+     * may close the table (itself, or by letting another thread run) or change keys: so the
+     * handle is taken again for every key and keys' length is read again before each entry. */
+    for (long i = 0; i < n && i < RARRAY_LEN(keys); i++) {
         VALUE key = RARRAY_AREF(keys, i);
-        VALUE v = shm_read(s, key, NULL);
+        VALUE v = shm_read(shm_open_handle(self), key, NULL);
         if (!NIL_P(v)) rb_hash_aset(found, key, v);
     }
     return found;
@@ -559,8 +563,9 @@ static VALUE shm_stats(VALUE self)
     hash_put(h, "max_value_size", st.geometry.max_value_size);
     hash_put(h, "entries", st.entries);
     hash_put(h, "data_bytes", st.geometry.data_bytes);
-    hash_put(h, "memo_entries", s->memo.entries ? RHASH_SIZE(s->memo.entries) : 0);
+    hash_put(h, "memo_entries", s->memo.entries);
     hash_put(h, "memo_bytes", s->memo.bytes);
+    hash_put(h, "memo_old_dropped_bytes", s->memo.old_dropped);
     return h;
 }
 
@@ -578,7 +583,7 @@ static VALUE shm_close(VALUE self)
     TypedData_Get_Struct(self, shm, &shm_type, s);
     if (s->closed) return Qnil;
     s->closed = 1;
-    value_memo_clear(&s->memo);
+    value_memo_free(&s->memo);
     if (s->users == 0 && s->t) {
         strata_close(s->t);
         s->t = NULL;
@@ -656,12 +661,11 @@ static VALUE shm_open(VALUE self, VALUE path, VALUE size, VALUE shards, VALUE se
     return Qnil;
 }
 
-/* _memo_size=(bytes): the value memo's budget (value_memo.h); 0 turns it off and empties it. */
+/* _memo_size=(bytes): the value memo's budget (value_memo.h); empties it; 0 turns it off. */
 static VALUE shm_set_memo_size(VALUE self, VALUE bytes)
 {
     shm *s = shm_open_handle(self);
-    s->memo.limit = (size_t)u64_of(bytes, "memo_size");
-    if (s->memo.limit == 0) value_memo_clear(&s->memo);
+    value_memo_set_limit(&s->memo, (size_t)u64_of(bytes, "memo_size"));
     return bytes;
 }
 
@@ -744,6 +748,7 @@ void Init_strata_ext(void)
     rb_define_method(c, "_hold_shard_lock", shm_hold_shard_lock, 1);
     rb_define_method(c, "_release_shard_lock", shm_release_shard_lock, 1);
 
+    value_memo_init();
     strata_init_wire();
     strata_init_stock_lend();
 }

@@ -13,6 +13,7 @@ class SharedMemoryMemoTest < Minitest::Test
   SIZE = 8 * 1024 * 1024
   DEADLINE = 20.0
   LARGE = 25_000 # over the memo's 4 KiB threshold
+  GROWTH_SLACK = 6 << 20 # RSS a loop of reads may add besides what the memo holds (glibc, GC pages)
 
   def setup
     @pids = []
@@ -93,13 +94,69 @@ class SharedMemoryMemoTest < Minitest::Test
     assert_equal "z" * LARGE, @table.get_multi(%w[x])["x"]
   end
 
-  def test_the_memo_keeps_within_memo_size_oldest_out
+  def test_the_memo_keeps_within_memo_size
     table = Strata::Tiers::SharedMemory.new(path: @path, size: SIZE, memo_size: 3 * LARGE)
     5.times { |i| table.set("k#{i}", i.to_s * LARGE) }
     5.times { |i| assert_equal i.to_s * LARGE, table.get("k#{i}") }
     assert_equal({memo_entries: 3, memo_bytes: 3 * LARGE}, table.stats.slice(:memo_entries, :memo_bytes))
     5.times { |i| assert_equal i.to_s * LARGE, table.get("k#{i}") }
   ensure
+    table&.close
+  end
+
+  # Entries age with Ruby's collections (value_memo.h, BOUNDS): one never hit goes while still
+  # young; one hit stays as long as it is hit between collections, and once dropped its bytes
+  # stay charged to memo_size until a major collection has freed it.
+  def test_entries_age_with_garbage_collections
+    @table.set("cold", "c" * LARGE)
+    @table.set("hot", "h" * LARGE)
+    without_automatic_gc do
+      @table.get("cold")
+      2.times { @table.get("hot") }
+      2.times { GC.start(full_mark: false) }
+      assert_equal({memo_entries: 1, memo_bytes: LARGE, memo_old_dropped_bytes: 0}, memo_stats)
+      3.times do
+        assert_equal "h" * LARGE, @table.get("hot")
+        GC.start(full_mark: false)
+      end
+      assert_equal 1, @table.stats[:memo_entries], "hit between collections: kept"
+      GC.start(full_mark: false)
+      assert_equal({memo_entries: 0, memo_bytes: 0, memo_old_dropped_bytes: LARGE}, memo_stats)
+      GC.start # major: what the old entry held is freed
+      @table.get("cold")
+      assert_equal({memo_entries: 1, memo_bytes: LARGE, memo_old_dropped_bytes: 0}, memo_stats)
+    end
+  end
+
+  # Issue 21: a memo whose hot set moves on (several memo_size worth of values, each hit over a
+  # few collections) left every set it dropped to the next major collection, and the process
+  # grew by dozens of times memo_size. Minor collections only, as between two major ones.
+  def test_memory_growth_stays_within_memo_size
+    memo_size = 2 << 20
+    table = Strata::Tiers::SharedMemory.new(path: @path, size: SIZE, memo_size: memo_size)
+    sets = Array.new(3) { |s| Array.new(memo_size / LARGE) { |i| "set#{s}:#{i}" } }
+    sets.flatten.each { |key| table.set(key, "v" * LARGE) }
+    reader, writer = IO.pipe
+    pid = fork_tracked do
+      reader.close
+      GC.disable
+      start = nil
+      40.times do |phase|
+        4.times do
+          sets[phase % 3].each { |key| table.get(key) }
+          GC.start(full_mark: false)
+        end
+        start ||= rss_anon_bytes
+      end
+      writer.write((rss_anon_bytes - start).to_s)
+    end
+    writer.close
+    assert_predicate reap_child(pid), :success?
+    growth = Integer(reader.read)
+    assert_operator growth, :<=, memo_size + GROWTH_SLACK,
+      "anonymous RSS grew by #{growth >> 10} KiB with memo_size #{memo_size >> 10} KiB"
+  ensure
+    reader&.close
     table&.close
   end
 
@@ -128,6 +185,22 @@ class SharedMemoryMemoTest < Minitest::Test
   end
 
   private
+
+  def memo_stats
+    @table.stats.slice(:memo_entries, :memo_bytes, :memo_old_dropped_bytes)
+  end
+
+  def without_automatic_gc
+    GC.disable
+    yield
+  ensure
+    GC.enable
+  end
+
+  # This process's anonymous resident memory (heap, not the mapped table file).
+  def rss_anon_bytes
+    Integer(File.read("/proc/self/status")[/^RssAnon:\s+(\d+) kB/, 1]) * 1024
+  end
 
   def assert_child(&)
     pid = fork_tracked(&)

@@ -34,11 +34,15 @@ module Strata
     # another process; opening one still being built waits up to 1 s for its builder.
     #
     # Large values (4 KiB and up) that this process has read are kept in a per-process memo of
-    # +memo_size+ bytes, oldest out first. A hit on such a value checks the table's current
-    # version of the item and, when it is the one memoized, returns a String sharing the memo's
-    # buffer instead of copying (and allocating) the value again. The table stays the truth: a
-    # write, delete, expiry or eviction by any process shows on the next read. stats reports
-    # memo_entries and memo_bytes.
+    # +memo_size+ bytes. A hit on such a value checks the table's current version of the item
+    # and, when it is the one memoized, returns a String sharing the memo's buffer instead of
+    # copying (and allocating) the value again. The table stays the truth: a write, delete,
+    # expiry or eviction by any process shows on the next read. memo_size bounds the memory the
+    # memo costs, values Ruby's garbage collector has yet to free included: an entry not hit
+    # before the second collection after it was read goes while still young, one that is hit
+    # stays while it is hit between collections, and the bytes of a long-kept entry that was
+    # dropped stay charged until a major collection (ext/strata/value_memo.h). stats reports
+    # memo_entries, memo_bytes and memo_old_dropped_bytes.
     #
     # get, get_multi, get_with_cas, set, add, cas, delete, incr, decr, keys, cleanup, clear,
     # stats, max_value_size, size, close and closed? are implemented in C (strata_ext.c).
@@ -52,7 +56,7 @@ module Strata
         segment_size: nil,  # bytes per eviction unit, multiple of 4096; nil: size/(shards*16), 64 KiB..4 MiB
         slots: nil,         # index slots; nil: at least one per 96 data bytes
         lock_timeout: 0.05, # seconds a writer waits for a shard lock
-        memo_size: 8 << 20, # bytes of large values this process keeps to serve repeat hits without a copy; 0: off
+        memo_size: 8 << 20, # bytes of memory for large values this process keeps to serve repeat hits without a copy; 0: off
         logger: nil         # receives #warn when a bad file is rebuilt; nil: Kernel#warn
       }.freeze
 
