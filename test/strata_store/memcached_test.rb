@@ -68,6 +68,35 @@ class StrataStoreMemcachedTest < Strata::StoreCase
     assert_equal [:l2], reports.map { |report| report[:context][:tier] }.uniq
   end
 
+  # A key with spaces whose base64 form is over memcached's 250 bytes (here 240 bytes with the
+  # namespace) is stored under its digest form: every operation works on it, nothing is reported.
+  def test_long_keys_with_spaces_work_in_every_operation
+    address = "1600 Amphitheatre Parkway, Mountain View, CA 94043, United States of America " * 3
+    name = "geocode/#{address}".byteslice(0, 240 - @namespace.bytesize - 1)
+    other = "geocode/\t#{address}".byteslice(0, 240 - @namespace.bytesize - 1)
+    assert_equal 240, tier_key(l2_store, name).bytesize
+
+    reports = capture_reports do
+      [l2_store, two_tier_store].each do |cache|
+        assert cache.write(name, "here"), cache.stack.tier_names.inspect
+        assert_equal "here", cache.read(name)
+        assert cache.exist?(name)
+        assert_equal "here", cache.fetch(name) { flunk "fetch recomputed a cached key" }
+        assert_equal "there", cache.fetch(other) { "there" }
+        assert_equal({name => "here", other => "there"}, cache.read_multi(name, other))
+        assert cache.delete(name)
+        assert cache.delete(other)
+        assert_nil cache.read(name)
+        refute cache.exist?(other)
+        assert_equal 3, cache.increment(name, 3)
+        assert_equal 5, cache.increment(name, 2)
+        assert cache.delete(name)
+      end
+    end
+    assert_empty reports
+    assert_nil l2_store.read(name), "the host table's copy went with the delete"
+  end
+
   def test_memcached_needs_servers
     error = assert_raises(ArgumentError) { build_store(memcached: {}) }
     assert_match(/servers/, error.message)
