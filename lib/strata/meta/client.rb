@@ -28,8 +28,9 @@ module Strata
     # Strata::ValueTooLargeError; memcached 1.6.18 reads and drops such a value and removes any old
     # item under the key, so nothing is half-written and the key then misses.
     #
-    # TTLs are seconds (Integer or Float, rounded up; nil or 0: no expiry). memcached reads a TTL over
-    # 30 days as a unix time, so longer ones are sent as now + ttl.
+    # TTLs are seconds (Integer or Float, rounded up; nil, 0 or infinite: no expiry; NaN raises
+    # ArgumentError). memcached reads a TTL over 30 days as a unix time, so longer ones are sent as
+    # now + ttl, and held until 2038-01-19 when they end later (see #server_ttl).
     #
     # Stale items (after #invalidate) and lease placeholders (after #lease_get won a miss) are
     # misses for #get, #get_with_cas and #get_multi. memcached hands the refill win of a stale item
@@ -64,6 +65,8 @@ module Strata
 
       # TTLs above this are unix times to memcached (its REALTIME_MAXDELTA).
       MAX_RELATIVE_TTL = 30 * 24 * 60 * 60
+      # The last unix time a T token can name (2038-01-19 03:14:07 UTC).
+      MAX_ABSOLUTE_TTL = Request::TTL_RANGE.max
       # flush_all is a text-protocol command with no meta form; it answers OK.
       FLUSH_ALL = "flush_all\r\n".b.freeze
       FLUSH_OK = "OK"
@@ -461,18 +464,23 @@ module Strata
       end
 
       # The T token for ttl seconds: rounded up, capped at gutter_ttl on a gutter, an absolute time
-      # past 30 days.
+      # past 30 days. memcached holds an absolute time as a signed 32-bit unix time, so one past
+      # 2038-01-19 is held until then (the Strata entry header still says when the value
+      # expires). An infinite ttl never expires; NaN raises ArgumentError.
       def server_ttl(ttl, role)
         return 0 if (ttl.nil? || ttl.zero?) && role == :primary
 
         seconds = if ttl.nil? || ttl.zero? then 0
         elsif ttl.negative? then -1 # expires at once, as memcached reads any negative TTL
-        else ttl.ceil
+        elsif ttl.finite? then ttl.ceil
+        elsif ttl.nan? then raise ArgumentError, "ttl must be a number of seconds, got NaN"
+        else 0 # infinite
         end
         seconds = @gutter_ttl if role == :gutter && (seconds.zero? || seconds > @gutter_ttl)
         return seconds if seconds <= MAX_RELATIVE_TTL
 
-        Time.now.to_i + seconds
+        at = Time.now.to_i + seconds
+        (at > MAX_ABSOLUTE_TTL) ? MAX_ABSOLUTE_TTL : at
       end
     end
   end

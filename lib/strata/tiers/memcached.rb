@@ -24,8 +24,9 @@ module Strata
     # Sizing: memcached's own (-m and -I on each server); the client holds pool_size connections
     # per server per process.
     #
-    # TTLs are seconds, Float allowed (rounded up to whole seconds); TTLs over 30 days are sent as
-    # absolute unix times, as memcached requires. #clear flushes every server that is up
+    # TTLs are seconds, Float allowed (rounded up to whole seconds; infinite: no expiry); TTLs over
+    # 30 days are sent as absolute unix times, as memcached requires, and one ending after
+    # 2038-01-19 (memcached's last) is held until then. #clear flushes every server that is up
     # (flush_all): every key of every user of those servers goes, not just this app's.
     class Memcached
       include Strata::Tier
