@@ -3,6 +3,7 @@
 require_relative "store_case"
 require "securerandom"
 require "socket"
+require "support/scripted_memcached"
 
 # StrataStore with memcached: alone, and in front of it the host table (L1 + L2).
 class StrataStoreMemcachedTest < Strata::StoreCase
@@ -95,6 +96,27 @@ class StrataStoreMemcachedTest < Strata::StoreCase
     end
     assert_empty reports
     assert_nil l2_store.read(name), "the host table's copy went with the delete"
+  end
+
+  # memcached answers a multi-get with a value whose opaque names no key asked for (out of range,
+  # or none): IndexError reached the app, or the value was served as the first key's. Now: misses,
+  # one report naming the server, and the next read on a fresh connection.
+  def test_replies_out_of_step_are_misses_and_one_report
+    bad = {"VA 5 O7\r\nwrong\r\n" => "out of range", "VA 5 t-1\r\nwrong\r\n" => "no opaque"}
+    reply = nil
+    scripted = Strata::TestSupport::ScriptedMemcached.new { |line, _data| reply if line.include?(":b ") }.start
+    cache = track(ActiveSupport::Cache::StrataStore.new(namespace: @namespace, memcached: {servers: [scripted.server]}))
+    bad.each do |line, what|
+      reply = line
+      reports = capture_reports { assert_equal({}, cache.read_multi("a", "b"), what) }
+      assert_equal 1, reports.size, what
+      assert_kind_of Strata::Meta::ProtocolError, reports.first[:error]
+      assert_equal scripted.server, reports.first[:error].server
+    end
+    assert_nil cache.read("c")
+    assert_equal 3, scripted.connections, "each desync dropped its connection"
+  ensure
+    scripted&.stop
   end
 
   def test_memcached_needs_servers

@@ -19,7 +19,11 @@ module Strata
     # skipped for retry_after seconds (its keys go to a gutter server with a short TTL); a value
     # over the server's item size limit (1 MiB by default) raises Strata::ValueTooLargeError.
     # The multi-key operations raise Strata::PartialError, carrying what the healthy servers
-    # answered, when some servers fail.
+    # answered, when some servers fail. Each TierError names its server (#server); #stats counts
+    # errors per server and gives since when a server is down (down_since).
+    #
+    # Time bound: a call waits at most pool_timeout + connect_timeout + timeout per server it
+    # touches (0.5 s each by default: 1.5 s), not timeout alone; see Strata::Meta::Client.
     #
     # Sizing: memcached's own (-m and -I on each server); the client holds pool_size connections
     # per server per process.
