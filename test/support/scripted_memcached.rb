@@ -34,6 +34,7 @@ module Strata
       def initialize(&script)
         @script = script || ->(_line, _data) {}
         @listener = nil
+        @acceptor = nil
         @threads = []
         @sockets = []
         @commands = []
@@ -46,7 +47,7 @@ module Strata
 
       def start
         @listener = TCPServer.new("127.0.0.1", 0)
-        @threads << Thread.new { accept_loop }
+        @acceptor = Thread.new { accept_loop }
         self
       end
 
@@ -69,10 +70,17 @@ module Strata
         end
       end
 
+      # Closes the listener and every connection, lets held replies go and ends every thread
+      # (each join bounded by WAIT).
       def stop
         @listener&.close
-        @lock.synchronize { @sockets.each { |socket| socket.close unless socket.closed? } }
-        @threads.each { |thread| thread.join(WAIT) || thread.kill }
+        @acceptor&.join(WAIT) || @acceptor&.kill
+        release(:close)
+        threads = @lock.synchronize do
+          @sockets.each { |socket| socket.close unless socket.closed? }
+          @threads.dup
+        end
+        threads.each { |thread| thread.join(WAIT) || thread.kill }
         nil
       end
 
@@ -84,8 +92,8 @@ module Strata
           @lock.synchronize do
             @connections += 1
             @sockets << socket
+            @threads << Thread.new(socket) { |s| serve(s) }
           end
-          @threads << Thread.new(socket) { |s| serve(s) }
         end
       rescue IOError, SystemCallError
         nil # stopped
