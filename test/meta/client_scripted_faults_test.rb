@@ -125,7 +125,7 @@ class MetaClientScriptedFaultsTest < Minitest::Test
     error = waiter.value
     assert_kind_of Strata::TierError, error
     assert_equal @scripted.server, error.server
-    assert_match(/went down while this call waited/, error.message)
+    assert_match(/marked down after this call chose it/, error.message)
     refute_includes @scripted.commands, "mg other v"
   end
 

@@ -310,9 +310,11 @@ module Strata
       def dispatch(server, &block)
         features = @features[server]
         result = @pools.fetch(server).with do |conn|
-          # Another thread may have found the server down while this one waited for conn.
+          # Another call may have found the server down since this one chose it (while it waited
+          # for conn, say): then it is not tried again, and counts as refused like Ring#route's.
           unless @ring.up?(server)
-            raise TierError.new("#{server} went down while this call waited for a connection", tier: :l2, server: server)
+            @ring.count_error(server)
+            raise TierError.new("#{server} was marked down after this call chose it", tier: :l2, server: server)
           end
 
           exchange(server, conn, features, &block)
