@@ -87,6 +87,17 @@ class EntryTest < Minitest::Test
     assert_equal 1, Entry.milliseconds(-5.0)
   end
 
+  # A Rails entry written with expires_in: Float::INFINITY (or 1e300) expires at that time; it
+  # raised FloatDomainError here, or wrapped around the u64 into some nearer time.
+  def test_milliseconds_of_times_no_header_can_hold_are_never
+    [Float::INFINITY, 1e300, 10**30, Entry::NEVER_AFTER, Float::NAN].each do |seconds|
+      assert_equal 0, Entry.milliseconds(seconds), seconds.inspect
+    end
+    assert_equal (Entry::NEVER_AFTER - 1) * 1000, Entry.milliseconds(Entry::NEVER_AFTER - 1)
+    assert_equal 1, Entry.milliseconds(-Float::INFINITY)
+    assert_equal 0, Entry.decode(Entry.encode("v", expires_at: Entry.milliseconds(Float::INFINITY))).expires_at
+  end
+
   def test_string_kinds_cover_the_encodings_stored_as_bytes
     assert_equal Entry::UTF8, Entry.string_kind("a")
     assert_equal Entry::BINARY, Entry.string_kind("a".b)

@@ -42,6 +42,9 @@ module Strata
     }.freeze
     KIND_ENCODINGS = STRING_KINDS.invert.freeze
 
+    # Unix seconds (about the year 33,658) from which an expiry is stored as never: any later time
+    # would overflow the u64 of milliseconds or mean nothing. The L1 table caps TTLs there too.
+    NEVER_AFTER = 10**12
     MAX_VERSION_BYTES = 0xFFFF
     MAX_STAMPS = 0xFFFF
     NO_STAMPS = [].freeze
@@ -120,12 +123,14 @@ module Strata
       end
 
       # Unix milliseconds for a Float/Integer of unix seconds (nil = never). Rounds up, so an entry
-      # never expires before the time it was given.
+      # never expires before the time it was given. A time at or past NEVER_AFTER, infinite or NaN
+      # is never (the store refuses a NaN expires_in before it writes anything); one at or before
+      # the epoch is already expired.
       def milliseconds(seconds)
-        return 0 unless seconds
+        return 0 unless seconds && seconds < NEVER_AFTER
+        return 1 unless seconds > 0
 
-        ms = (seconds * 1000).ceil
-        (ms < 1) ? 1 : ms
+        (seconds * 1000).ceil
       end
 
       # The current wall-clock time in unix milliseconds; expiry outlives reboots (DESIGN section 5).

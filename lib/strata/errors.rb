@@ -9,9 +9,13 @@ module Strata
   class TierError < Error
     # The tier that failed (:l1, :l2, :l3) when the raiser knows it.
     attr_reader :tier
+    # The server ("host:port") that failed or could not be reached, for a tier of several
+    # servers (memcached); nil when the failure is not one server's.
+    attr_reader :server
 
-    def initialize(message = nil, tier: nil)
+    def initialize(message = nil, tier: nil, server: nil)
       @tier = tier
+      @server = server
       super(message)
     end
   end
@@ -24,9 +28,9 @@ module Strata
   class PartialError < TierError
     attr_reader :result
 
-    def initialize(message = nil, result:, tier: nil)
+    def initialize(message = nil, result:, tier: nil, server: nil)
       @result = result
-      super(message, tier: tier)
+      super(message, tier: tier, server: server)
     end
   end
 

@@ -38,9 +38,15 @@ class MetaClientFaultsTest < Minitest::Test
     assert client.set(key, "before")
 
     doomed.kill
+    before = Time.now
     error = assert_within(CALL_BOUND) { assert_raises(Strata::TierError) { client.get(key) } }
     refute_kind_of Strata::ValueTooLargeError, error
+    assert_equal doomed.server, error.server, "the error names the server, for the store's one report per outage"
     refute client.ring.up?(doomed.server)
+    stats = client.stats
+    assert_equal({doomed.server => 1, survivor.server => 0}, stats[:errors])
+    assert_equal [doomed.server], stats[:down_since].keys
+    assert_operator stats[:down_since][doomed.server], :>=, before
     assert_equal [survivor.server, :gutter], client.ring.route(key)
     assert client.set(key, "in gutter", ttl: 300), "writes go to the gutter"
     assert_equal "in gutter", client.get(key)
@@ -55,6 +61,7 @@ class MetaClientFaultsTest < Minitest::Test
     end
     assert recovered, "the restarted server should take its keys back"
     assert_equal "after", client.get(key)
+    assert_empty client.stats[:down_since], "the outage ended when the server answered"
   ensure
     client&.close
   end
@@ -84,6 +91,65 @@ class MetaClientFaultsTest < Minitest::Test
     assert_equal big, client.get(kept)
     assert client.ring.up?(full.server), "a server that answered is not marked down"
     assert_nil client.get(on_full.last), "its connection is still in step"
+  ensure
+    client&.close
+  end
+
+  # The same refusal to one set: the server read the value and answered, so the connection is
+  # kept (it was closed, and every refusal cost a reconnect).
+  def test_a_server_error_to_a_set_keeps_the_connection
+    full = spawn_memcached(options: %w[-m 2 -M])
+    client = new_client([full.server], pool_size: 1)
+    big = "x" * 100_000
+    connections = server_stat(full.server, "total_connections")
+    error = (0...100).each do |i| # bound: 2 MB fills long before 100 values of 100 KB
+      client.set("#{@prefix}fill#{i}", big)
+    rescue Strata::Meta::ServerError => e
+      break e
+    end
+    assert_kind_of Strata::Meta::ServerError, error, "the 2 MB server should run out of memory"
+    assert_equal full.server, error.server
+    assert_nil client.get("#{@prefix}absent")
+    assert client.ring.up?(full.server)
+    # + 1: the connection that asks this time.
+    assert_equal connections + 1 + 1, server_stat(full.server, "total_connections"), "one client connection throughout"
+  ensure
+    client&.close
+  end
+
+  # A value over the item size limit is refused before it is sent (set_multi did so already;
+  # a single set sent all of it for the server to throw away), and the key's old copy goes.
+  def test_a_set_over_the_item_size_limit_is_not_sent
+    server = spawn_memcached
+    client = new_client([server.server])
+    key = "#{@prefix}big"
+    assert client.set(key, "old")
+    read_before = server_stat(server.server, "bytes_read")
+
+    error = assert_raises(Strata::ValueTooLargeError) { client.set(key, "x" * (2 * 1024 * 1024)) }
+    assert_includes error.message, "item size limit"
+    assert_operator server_stat(server.server, "bytes_read") - read_before, :<, 1024, "the value was not sent"
+    assert_nil client.get(key), "the old copy is gone, as when memcached refuses a value"
+    assert client.add(key, "small")
+    assert_raises(Strata::ValueTooLargeError) { client.add(key, "x" * (2 * 1024 * 1024)) }
+    assert_equal "small", client.get(key), "an add would not have replaced it: it stays"
+  ensure
+    client&.close
+  end
+
+  # Every call while the only server is down fails at once with the same server named, and the
+  # stats count each of them.
+  def test_with_no_server_up_each_call_names_the_server_and_is_counted
+    doomed = spawn_memcached
+    client = new_client([doomed.server], retry_after: 60)
+    assert_nil client.get("#{@prefix}k")
+    doomed.kill
+
+    errors = Array.new(3) { assert_raises(Strata::TierError) { client.get("#{@prefix}k") } }
+    assert_equal [doomed.server] * 3, errors.map(&:server)
+    assert_match(/no memcached server is up/, errors.last.message)
+    assert_equal({doomed.server => 3}, client.stats[:errors])
+    assert_equal [doomed.server], client.stats[:down_since].keys
   ensure
     client&.close
   end
@@ -134,7 +200,8 @@ class MetaClientFaultsTest < Minitest::Test
       -> { client.invalidate(key, grace_ttl: 5) }
     ]
     calls.each do |call|
-      assert_within(CALL_BOUND) { assert_raises(Strata::TierError) { call.call } }
+      error = assert_within(CALL_BOUND) { assert_raises(Strata::TierError) { call.call } }
+      assert_equal server, error.server
     end
   ensure
     client&.close
@@ -169,6 +236,24 @@ class MetaClientFaultsTest < Minitest::Test
   def new_client(servers, **options)
     Strata::Meta::Client.new(servers: servers, timeout: TIMEOUT, connect_timeout: CONNECT_TIMEOUT,
       retry_after: RETRY_AFTER, pool_timeout: TIMEOUT, **options)
+  end
+
+  # The number memcached's "stats" gives for name, on a connection of its own.
+  def server_stat(server, name)
+    host, port = server.split(":")
+    socket = Socket.tcp(host, Integer(port), connect_timeout: DEADLINE)
+    socket.write("stats\r\n")
+    value = nil
+    200.times do # bound: stats has about 90 lines
+      line = socket.gets("\r\n", chomp: true)
+      break if line.nil? || line == "END"
+
+      _, stat, number = line.split(" ")
+      value = Integer(number) if stat == name
+    end
+    value
+  ensure
+    socket&.close
   end
 
   # A key whose primary is server (bound: 10,000 candidates; with two servers one in a handful hits).

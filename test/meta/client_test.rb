@@ -38,7 +38,9 @@ class MetaClientTest < Minitest::Test
   end
 
   def test_odd_keys_round_trip
-    keys = [key("with space"), key("ctl\x00\x01\r\n"), key("é-utf8"), "k" * 250]
+    # The last three go as their digest forms (too long for memcached as they are or in base64).
+    keys = [key("with space"), key("ctl\x00\x01\r\n"), key("é-utf8"), "k" * 250, key("a b" * 80), key("k" * 300),
+      key("a b" * 80 + "!")]
     keys.each_with_index { |k, i| assert @client.set(k, "v#{i}"), k.inspect }
     keys.each_with_index { |k, i| assert_equal "v#{i}", @client.get(k), k.inspect }
     @client.delete("k" * 250)
@@ -229,5 +231,42 @@ class MetaClientTest < Minitest::Test
     assert_equal "v", @client.get(key("long"))
     assert @client.set(key("frac"), "v", ttl: 0.2)
     assert_equal "v", @client.get(key("frac")), "0.2 s rounds up to 1 s"
+  end
+
+  # memcached holds a unix time as a signed 32-bit number: a TTL ending after 2038-01-19 is
+  # held until then (it raised ArgumentError); an infinite one never ends (FloatDomainError).
+  def test_ttls_past_2038_are_held_until_then_infinite_ones_never_end_and_nan_raises
+    far = 100 * 365 * 24 * 3600
+    assert @client.set(key("far"), "v", ttl: far)
+    assert_equal({key("far2") => true}, @client.set_multi({key("far2") => "v"}, ttl: far))
+    assert_equal 1, @client.incr(key("far-n"), 1, ttl: far, initial: 1)
+    assert_predicate @client.lease_get(key("far-lease"), lease_ttl: far), :won?
+    [key("far"), key("far2"), key("far-n"), key("far-lease")].each do |k|
+      assert_in_delta (2**31 - 1) - Time.now.to_i, ttl_remaining(k), 5, k
+    end
+
+    assert @client.set(key("inf"), "v", ttl: Float::INFINITY)
+    assert_equal(-1, ttl_remaining(key("inf")), "no expiry")
+    assert @client.set(key("big"), "v", ttl: 10**30)
+    assert_in_delta (2**31 - 1) - Time.now.to_i, ttl_remaining(key("big")), 5
+
+    error = assert_raises(ArgumentError) { @client.set(key("nan"), "v", ttl: Float::NAN) }
+    assert_match(/ttl.*NaN/, error.message)
+    assert_nil @client.get(key("nan"))
+  end
+
+  private
+
+  # The TTL memcached holds for k: seconds left, -1 for none.
+  def ttl_remaining(k)
+    host, port = @client.ring.server_for(k).split(":")
+    conn = Strata::Meta::Connection.new(host, port)
+    request = Strata::Meta::Request.mg(k, value: false, flags: false, cas: false, ttl_remaining: true)
+    conn.request do |wire|
+      wire.write(request)
+      Strata::Meta::Response.parse(wire.read_line, :mg).ttl
+    end
+  ensure
+    conn&.close
   end
 end

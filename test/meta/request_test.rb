@@ -28,7 +28,7 @@ class MetaRequestTest < Minitest::Test
 
   # The builders of the client's hot paths send what the general one would.
   def test_mg_value_mg_lease_and_ms_value_match_the_general_builders
-    ["foo", "foo".b, "ключ", "with space", "del\x7f", "x" * 250, "\xFF\x00".b, "\xFFk".b].each do |key|
+    ["foo", "foo".b, "ключ", "with space", "del\x7f", "x" * 250, "\xFF\x00".b, "\xFFk".b, "x" * 251, "a b" * 70].each do |key|
       assert_equal Request.mg(key, flags: false, cas: false), Request.mg_value(key).b, key.inspect
       assert_equal Request.mg(key, flags: false, lease_ttl: 30), Request.mg_lease(key, 30).b, key.inspect
       assert_equal Request.mg(key, flags: false), Request.mg_lease(key, nil).b, key.inspect
@@ -36,7 +36,7 @@ class MetaRequestTest < Minitest::Test
         assert_equal Request.ms_header(key, 5, ttl: ttl), Request.ms_value(key, 5, ttl).b, key.inspect
       end
     end
-    ["", "x" * 251, :foo, nil].each do |key|
+    ["", :foo, nil].each do |key|
       assert_raises(ArgumentError) { Request.mg_value(key) }
       assert_raises(ArgumentError) { Request.ms_value(key, 5, 0) }
     end
@@ -143,12 +143,33 @@ class MetaRequestTest < Minitest::Test
     assert_equal 248, b64(key).bytesize
   end
 
-  def test_key_whose_base64_exceeds_250_bytes_raises_naming_its_length
-    error = assert_raises(ArgumentError) { Request.mg("a b".ljust(187, "x")) }
-    assert_match(/187 bytes/, error.message)
+  # Past that, the key goes as its digest form: a prefix, ":sha256:" and the whole key's SHA-256,
+  # itself base64 when the prefix has a space or control byte.
+  def test_key_whose_base64_would_exceed_250_bytes_goes_as_its_digest_form
+    key = "a b".ljust(187, "x")
+    digest_form = key.byteslice(0, 114) + ":sha256:" + Digest::SHA256.hexdigest(key)
 
-    error = assert_raises(ArgumentError) { Request.mg("k" * 251) }
-    assert_match(/251 bytes/, error.message)
+    assert_equal "mg #{b64(digest_form)} b\r\n".b, Request.mg(key, value: false, flags: false, cas: false)
+    assert_equal 248, b64(digest_form).bytesize
+  end
+
+  def test_key_over_250_bytes_without_spaces_goes_as_its_digest_form
+    key = "k" * 251
+    digest_form = "k" * 114 + ":sha256:" + Digest::SHA256.hexdigest(key)
+
+    assert_equal "mg #{digest_form} v\r\n".b, Request.mg(key, flags: false, cas: false)
+    assert_equal "mg #{digest_form} v\r\n".b, Request.mg_value(key)
+    assert_equal "ms #{digest_form} 2 T0\r\n".b, Request.ms_value(key, 2, 0)
+  end
+
+  def test_digest_forms_differ_past_their_prefix_and_are_the_same_every_time
+    common = "geocode/" + "a b " * 60
+    one = Request.md(common + "1")
+    other = Request.md(common + "2")
+
+    refute_equal one, other
+    assert_equal one, Request.md((common + "1").dup)
+    assert_equal one, Request.md((common + "1").b), "a key is its bytes, whatever its encoding"
   end
 
   def test_nil_empty_and_non_string_keys_raise

@@ -122,10 +122,42 @@ class MetaRingTest < Minitest::Test
     assert ring.up?(SERVERS[0])
   end
 
-  def test_all_down_raises_tier_error
+  def test_all_down_raises_tier_error_naming_the_keys_server
     ring = Ring.new(SERVERS.first(2), clock: FakeClock.new)
     SERVERS.first(2).each { |server| ring.mark_down(server) }
+    error = assert_raises(Strata::TierError) { ring.route("k") }
+    assert_equal ring.server_for("k"), error.server
+  end
+
+  # An outage starts at the first mark_down and lasts through retries (up? again after
+  # retry_after, then marked down again) until mark_up; every failure counts.
+  def test_health_counts_failures_and_keeps_an_outage_through_its_retries
+    clock = FakeClock.new
+    ring = Ring.new(SERVERS.first(2), clock: clock, retry_after: 1.0)
+    first, other = SERVERS.first(2)
+    assert_equal({errors: {first => 0, other => 0}, down_since: {}}, ring.health)
+
+    started = Time.now
+    ring.mark_down(first)
+    since = ring.health[:down_since].fetch(first)
+    assert_operator since, :>=, started
+    clock.now += 1.5
+    assert ring.up?(first), "retried after retry_after"
+    ring.mark_down(first)
+    ring.count_error(other)
+    assert_equal({errors: {first => 2, other => 1}, down_since: {first => since}}, ring.health)
+
+    ring.mark_down(other)
+    before = ring.health[:errors]
     assert_raises(Strata::TierError) { ring.route("k") }
+    owner = ring.server_for("k")
+    assert_equal before.merge(owner => before[owner] + 1), ring.health[:errors], "a route refused counts too"
+
+    ring.mark_up(first)
+    assert ring.up?(first), "mark_up ends the wait too"
+    assert_equal [other], ring.health[:down_since].keys
+    assert_raises(ArgumentError) { ring.mark_up("other:1") }
+    assert_raises(ArgumentError) { ring.count_error("other:1") }
   end
 
   def test_rejects_bad_specs

@@ -3,6 +3,7 @@
 require_relative "store_case"
 require "securerandom"
 require "socket"
+require "support/scripted_memcached"
 
 # StrataStore with memcached: alone, and in front of it the host table (L1 + L2).
 class StrataStoreMemcachedTest < Strata::StoreCase
@@ -66,6 +67,56 @@ class StrataStoreMemcachedTest < Strata::StoreCase
     refute_empty reports
     assert reports.all? { |report| report[:error].is_a?(Strata::TierError) }
     assert_equal [:l2], reports.map { |report| report[:context][:tier] }.uniq
+  end
+
+  # A key with spaces whose base64 form is over memcached's 250 bytes (here 240 bytes with the
+  # namespace) is stored under its digest form: every operation works on it, nothing is reported.
+  def test_long_keys_with_spaces_work_in_every_operation
+    address = "1600 Amphitheatre Parkway, Mountain View, CA 94043, United States of America " * 3
+    name = "geocode/#{address}".byteslice(0, 240 - @namespace.bytesize - 1)
+    other = "geocode/\t#{address}".byteslice(0, 240 - @namespace.bytesize - 1)
+    assert_equal 240, tier_key(l2_store, name).bytesize
+
+    reports = capture_reports do
+      [l2_store, two_tier_store].each do |cache|
+        assert cache.write(name, "here"), cache.stack.tier_names.inspect
+        assert_equal "here", cache.read(name)
+        assert cache.exist?(name)
+        assert_equal "here", cache.fetch(name) { flunk "fetch recomputed a cached key" }
+        assert_equal "there", cache.fetch(other) { "there" }
+        assert_equal({name => "here", other => "there"}, cache.read_multi(name, other))
+        assert cache.delete(name)
+        assert cache.delete(other)
+        assert_nil cache.read(name)
+        refute cache.exist?(other)
+        assert_equal 3, cache.increment(name, 3)
+        assert_equal 5, cache.increment(name, 2)
+        assert cache.delete(name)
+      end
+    end
+    assert_empty reports
+    assert_nil l2_store.read(name), "the host table's copy went with the delete"
+  end
+
+  # memcached answers a multi-get with a value whose opaque names no key asked for (out of range,
+  # or none): IndexError reached the app, or the value was served as the first key's. Now: misses,
+  # one report naming the server, and the next read on a fresh connection.
+  def test_replies_out_of_step_are_misses_and_one_report
+    bad = {"VA 5 O7\r\nwrong\r\n" => "out of range", "VA 5 t-1\r\nwrong\r\n" => "no opaque"}
+    reply = nil
+    scripted = Strata::TestSupport::ScriptedMemcached.new { |line, _data| reply if line.include?(":b ") }.start
+    cache = track(ActiveSupport::Cache::StrataStore.new(namespace: @namespace, memcached: {servers: [scripted.server]}))
+    bad.each do |line, what|
+      reply = line
+      reports = capture_reports { assert_equal({}, cache.read_multi("a", "b"), what) }
+      assert_equal 1, reports.size, what
+      assert_kind_of Strata::Meta::ProtocolError, reports.first[:error]
+      assert_equal scripted.server, reports.first[:error].server
+    end
+    assert_nil cache.read("c")
+    assert_equal 3, scripted.connections, "each desync dropped its connection"
+  ensure
+    scripted&.stop
   end
 
   def test_memcached_needs_servers

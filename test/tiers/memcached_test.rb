@@ -47,7 +47,8 @@ class MemcachedTierTest < Minitest::Test
     assert_nil @tier.get(key("a"))
     assert @tier.invalidate(key("b"))
     assert_nil @tier.get(key("b")), "a plain get does not serve a stale entry"
-    assert_equal 2, @tier.stats[:servers]
+    servers = Strata::TestSupport.memcached_servers
+    assert_equal({servers: 2, down: 0, errors: servers.to_h { |server| [server, 0] }, down_since: {}}, @tier.stats)
   end
 
   def test_clear_empties_the_servers

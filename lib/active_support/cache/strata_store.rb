@@ -222,12 +222,21 @@ module ActiveSupport
         end
       end
 
-      # Seconds a written entry lives in the tiers, or nil.
+      # Seconds a written entry lives in the tiers, or nil: also for an infinite expires_in, or one
+      # past what any tier can hold (the entry's header still expires it). NaN or a negative
+      # expires_in is the caller's mistake: ArgumentError (Rails drops a negative one given per
+      # call, with a report; one reaching here is the store's default).
       def write_ttl(expires_in, race_condition_ttl, raw)
-        ttl = expires_in&.to_f
+        return nil unless expires_in
+
+        ttl = expires_in.to_f
         # A stale entry must outlive its expiry by the race window, so one fetch can put it back.
-        ttl += race_condition_ttl.to_f if ttl && race_condition_ttl && !raw
-        ttl
+        ttl += race_condition_ttl.to_f if race_condition_ttl && !raw
+        return ttl if ttl >= 0 && ttl < Strata::Entry::NEVER_AFTER
+        return nil if ttl >= 0 # NaN fails both comparisons
+
+        raise ArgumentError, "expires_in must be a number of seconds >= 0, got #{expires_in.inspect}" \
+          "#{" (race_condition_ttl: #{race_condition_ttl.inspect})" if race_condition_ttl && !raw}"
       end
 
       def delete_entry(key, **)
@@ -309,7 +318,7 @@ module ActiveSupport
       def count(event, name, amount, delta, options)
         options = merged_options(options)
         key = normalize_key(name, options)
-        ttl = options[:expires_in]&.to_f
+        ttl = write_ttl(options[:expires_in], nil, true)
         instrument(event, key, amount: amount) do
           if delta >= 0
             @stack.incr(key, delta, ttl: ttl, initial: delta)

@@ -24,12 +24,27 @@ module Strata
     # out) marks the server down for retry_after seconds and is raised to the caller, which fails
     # open; while it is down its keys route to a gutter server and writes there get at most
     # gutter_ttl. A server's answer that is an error (SERVER_ERROR, CLIENT_ERROR, a reply out of
-    # step) is raised without marking the server down. "object too large for cache" becomes
+    # step) is raised without marking the server down. After a SERVER_ERROR the connection is kept:
+    # memcached read the whole command (an ms's value too) and answered it, so the stream is in
+    # step; after the others it is closed. "object too large for cache" becomes
     # Strata::ValueTooLargeError; memcached 1.6.18 reads and drops such a value and removes any old
-    # item under the key, so nothing is half-written and the key then misses.
+    # item under the key, so nothing is half-written and the key then misses. The client does the
+    # same without sending the value when the server's item_size_max (from its probe) says it
+    # can't fit. A multi-key reply that names no key of its pipeline (no opaque, or one out of
+    # range) means the stream is out of step: the connection is closed and that server's keys
+    # miss. Every TierError raised names its server (TierError#server), and #stats counts the
+    # failures per server and says since when a server is down.
     #
-    # TTLs are seconds (Integer or Float, rounded up; nil or 0: no expiry). memcached reads a TTL over
-    # 30 days as a unix time, so longer ones are sent as now + ttl.
+    # Time bound: one operation on one server takes at most pool_timeout (waiting for a free
+    # connection) + connect_timeout (when the connection must be made) + timeout (its exchange,
+    # the server's feature probe included on first contact). A multi-key operation visits its
+    # servers one after the other: up to that bound for each server it touches. A call that waited
+    # for its connection checks the server again before using it, and fails at once if another
+    # call marked it down meanwhile.
+    #
+    # TTLs are seconds (Integer or Float, rounded up; nil, 0 or infinite: no expiry; NaN raises
+    # ArgumentError). memcached reads a TTL over 30 days as a unix time, so longer ones are sent as
+    # now + ttl, and held until 2038-01-19 when they end later (see #server_ttl).
     #
     # Stale items (after #invalidate) and lease placeholders (after #lease_get won a miss) are
     # misses for #get, #get_with_cas and #get_multi. memcached hands the refill win of a stale item
@@ -43,7 +58,8 @@ module Strata
       DEFAULTS = {
         # Connections per server in each process's pool.
         pool_size: 5,
-        # Seconds to wait for a free pooled connection before raising RetryableError.
+        # Seconds to wait for a free pooled connection before raising RetryableError; this wait
+        # comes before the other two (see Time bound).
         pool_timeout: 0.5,
         # Seconds for the TCP handshake with a server.
         connect_timeout: 0.5,
@@ -64,6 +80,8 @@ module Strata
 
       # TTLs above this are unix times to memcached (its REALTIME_MAXDELTA).
       MAX_RELATIVE_TTL = 30 * 24 * 60 * 60
+      # The last unix time a T token can name (2038-01-19 03:14:07 UTC).
+      MAX_ABSOLUTE_TTL = Request::TTL_RANGE.max
       # flush_all is a text-protocol command with no meta form; it answers OK.
       FLUSH_ALL = "flush_all\r\n".b.freeze
       FLUSH_OK = "OK"
@@ -72,6 +90,8 @@ module Strata
       # set_multi adds to an entry's size before comparing it with the server's item_size_max.
       ITEM_OVERHEAD = 64
       MISS = "EN"
+      # The opaque of a pipeline's reply: the command's index, as #append_opaque wrote it.
+      OPAQUE_INDEX = /\A\d{1,10}\z/
       # What a quiet ms or md answers (with its opaque) when it did not do its job; HD is silent.
       QUIET_REFUSALS = %i[not_stored exists not_found].freeze
       # Errors in which the server answered: it is up, so it is not marked down.
@@ -266,9 +286,13 @@ module Strata
         dispatch(server) { |_c, features| features }
       end
 
-      # Servers configured and servers currently marked down.
+      # servers: how many are configured; down: how many are skipped now; errors: failures counted
+      # per server ("host:port" => n, see Ring's Health); down_since: when the outage of each
+      # server in one began ("host:port" => Time), kept through its retries until it answers.
       def stats
-        {servers: @ring.servers.size, down: @ring.servers.count { |server| !@ring.up?(server) }}
+        health = @ring.health
+        {servers: @ring.servers.size, down: @ring.servers.count { |server| !@ring.up?(server) },
+         errors: health[:errors], down_since: health[:down_since]}
       end
 
       # Closes this process's connections; the client reconnects on next use.
@@ -279,40 +303,74 @@ module Strata
 
       private
 
-      # The one place a failure is judged (see the class comment). A server is probed for its
-      # features before its first exchange (see #probe). Yields the connection and the server's
+      # The one place a failure is judged (see the class comment). Checks a connection out of the
+      # server's pool and runs #exchange on it; yields the connection and the server's
       # ServerFeatures, as read once for this call (another thread may forget them meanwhile).
-      def dispatch(server)
+      # Every TierError it raises names the server (TierError#server).
+      def dispatch(server, &block)
         features = @features[server]
-        features = probe(server) unless features&.meta
-        exchange(server) { |c| yield c, features }
-      rescue ConnectionPool::TimeoutError
-        raise RetryableError.new("#{server}: no free connection after #{@pool_timeout}s", tier: :l2)
-      rescue ServerError => e
-        raise ValueTooLargeError, "#{server}: #{e.message}" if e.message.include?(TOO_LARGE)
+        result = @pools.fetch(server).with do |conn|
+          # Another call may have found the server down since this one chose it (while it waited
+          # for conn, say): then it is not tried again, and counts as refused like Ring#route's.
+          unless @ring.up?(server)
+            @ring.count_error(server)
+            raise TierError.new("#{server} was marked down after this call chose it", tier: :l2, server: server)
+          end
 
-        raise
-      rescue *ANSWERED
-        raise
+          exchange(server, conn, features, &block)
+        end
+        return result unless result.is_a?(ServerError)
+
+        raise ValueTooLargeError, "#{server}: #{result.message}" if result.message.include?(TOO_LARGE)
+
+        @ring.count_error(server)
+        raise ServerError.new("#{server}: #{result.message}", tier: :l2, server: server)
+      rescue ConnectionPool::TimeoutError
+        @ring.count_error(server)
+        raise RetryableError.new("#{server}: no free connection after #{@pool_timeout}s", tier: :l2, server: server)
+      end
+
+      # One request on conn, under one deadline: the feature probe first when the server has not
+      # answered one (#probe), then the caller's block. A SERVER_ERROR is returned, not raised: the
+      # server read the whole command and answered, so the stream is in step and the connection
+      # goes back to the pool (a pipeline reads on to its MN before it raises one). Any other
+      # failure closes the connection (Connection#request); one of the connection itself marks
+      # the server down before the connection goes back, so a thread waiting for it sees that.
+      def exchange(server, conn, features)
+        conn.request do |c|
+          features = probe(server, c) unless features&.meta
+          yield c, features
+        rescue ServerError => e
+          e
+        end
+      rescue *ANSWERED => e
+        @ring.count_error(server)
+        raise with_server(e, server)
       rescue TierError
         @ring.mark_down(server, retry_after: @retry_after)
         @features.delete(server) # ask again once it is back: it may be another server by then
         raise
       end
 
-      def exchange(server, &)
-        @pools.fetch(server).with { |conn| conn.request(&) }
+      # Learns what server can do (ServerFeatures), on conn inside its request. A server that
+      # answers ends its outage (Ring#mark_up). One without the meta protocol raises TierError, so
+      # it is marked down like an unreachable one and its keys go to a gutter.
+      def probe(server, conn)
+        features = ServerFeatures.probe(conn, "strata:probe:#{SecureRandom.hex(8)}")
+        @features[server] = features
+        unless features.meta
+          raise TierError.new("#{server} runs memcached #{features.version} without the meta protocol; " \
+            "Strata needs memcached 1.6 or later", tier: :l2, server: server)
+        end
+        @ring.mark_up(server)
+        features
       end
 
-      # Learns what server can do (ServerFeatures). A server without the meta protocol raises
-      # TierError, so it is marked down like an unreachable one and its keys go to a gutter.
-      def probe(server)
-        features = exchange(server) { |c| ServerFeatures.probe(c, "strata:probe:#{SecureRandom.hex(8)}") }
-        @features[server] = features
-        return features if features.meta
-
-        raise TierError.new("#{server} runs memcached #{features.version} without the meta protocol; " \
-          "Strata needs memcached 1.6 or later", tier: :l2)
+      # error (raised by Response, which knows no server) again, naming server.
+      def with_server(error, server)
+        named = error.class.new("#{server}: #{error.message}", tier: :l2, server: server)
+        named.set_backtrace(error.backtrace)
+        named
       end
 
       # Reads one mg reply: [bytes or nil, result]. Stale items and placeholders are misses.
@@ -360,36 +418,64 @@ module Strata
         return result unless failure
         raise failure if batches.size == 1
 
-        raise PartialError.new("#{failure.message} (#{batches.size} servers asked)", result: result, tier: :l2),
-          cause: failure
+        raise PartialError.new("#{failure.message} (#{batches.size} servers asked)", result: result, tier: :l2,
+          server: (failure.server if failure.is_a?(TierError))), cause: failure
       end
 
-      # Writes a quiet mg per key and mn, then reads replies until MN into found.
+      # Writes a quiet mg per key and mn, then reads replies until MN into found. A reply that
+      # names no key of the batch (no opaque, or one out of range) means the stream is out of step:
+      # ProtocolError, and nothing of the batch is kept (its keys miss). A SERVER_ERROR takes the
+      # place of one reply, which key's is unknown: the batch reads on to MN and raises it then.
       def read_batch(conn, batch, found)
         batch.each_with_index do |key, index| # bound: batch.size
           conn.write(Request.mg(key, flags: false, cas: false, opaque: index, quiet: true))
         end
         conn.write(Request::MN)
         won = []
+        refusal = nil
         (batch.size + 1).times do # bound: one reply per key at most, then MN
           line = conn.read_line
           length, index = Response.value_with_opaque(line)
-          next found[batch.fetch(index)] = conn.read_bytes(length) if length # a fresh hit
+          next found[batch[index] || unplaced(line, batch)] = conn.read_bytes(length) if length # a fresh hit
 
-          result = Response.parse(line)
+          result = begin
+            Response.parse(line)
+          rescue ServerError => e
+            refusal ||= e
+            next
+          end
           if result.status == :noop
             give_up_win(conn, won) unless won.empty?
+            raise refusal if refusal
+
             return found
           end
           raise ProtocolError, "unexpected #{result.status} in a get_multi pipeline" unless result.value?
 
+          key = batch[batch_index(result.opaque, batch.size)]
           value = conn.read_bytes(result.value_length)
-          won << batch.fetch(result.opaque.to_i) if result.stale? && result.won?
+          won << key if result.stale? && result.won?
           next if result.stale? || result.won? || result.lease_sent?
 
-          found[batch.fetch(result.opaque.to_i)] = value
+          found[key] = value
         end
         raise ProtocolError, "get_multi pipeline not ended by MN"
+      rescue ProtocolError
+        batch.each { |key| found.delete(key) }
+        raise
+      end
+
+      # The index in a pipeline of size commands that a reply's opaque names; ProtocolError when
+      # it names none (see #read_batch).
+      def batch_index(opaque, size)
+        index = opaque&.match?(OPAQUE_INDEX) ? opaque.to_i : size
+        return index if index < size
+
+        raise ProtocolError, "reply with opaque #{opaque.inspect} in a pipeline of #{size} commands"
+      end
+
+      def unplaced(line, batch)
+        raise ProtocolError, "reply #{line.inspect} names no key of a pipeline of #{batch.size}"
       end
 
       # Writes a quiet ms per entry and mn; an entry is stored unless its reply says otherwise.
@@ -413,25 +499,35 @@ module Strata
       end
 
       # After quiet commands and mn: results[key] is true unless the key's reply (found by its
-      # opaque) says it was refused or absent.
+      # opaque, see #batch_index) says it was refused or absent. A SERVER_ERROR (no opaque: which
+      # command's is unknown) is raised once MN is read, with results left alone.
       def read_quiet_replies(conn, keys, results, command)
         conn.write(Request::MN)
         refused = {}
+        refusal = nil
         (keys.size + 1).times do # bound: one reply per command at most, then MN
-          result = Response.parse(conn.read_line)
+          result = begin
+            Response.parse(conn.read_line)
+          rescue ServerError => e
+            refusal ||= e
+            next
+          end
           if result.status == :noop
+            raise refusal if refusal
+
             keys.each_with_index { |key, index| results[key] = !refused.key?(index) }
             return results
           end
-          unless result.opaque && QUIET_REFUSALS.include?(result.status)
-            raise ProtocolError, "unexpected #{result.status} in a quiet #{command} pipeline"
-          end
+          raise ProtocolError, "unexpected #{result.status} in a quiet #{command} pipeline" unless QUIET_REFUSALS.include?(result.status)
 
-          refused[result.opaque.to_i] = true
+          refused[batch_index(result.opaque, keys.size)] = true
         end
         raise ProtocolError, "quiet #{command} pipeline not ended by MN"
       end
 
+      # An ms of key. A value over the server's item size limit (from the probe, see
+      # ITEM_OVERHEAD) is not sent: the key is deleted instead, as memcached does when it refuses
+      # one (but for an add, which would not have replaced it), and ValueTooLargeError is raised.
       def store(key, value, ttl, mode:, cas:)
         raise ArgumentError, "value must be a String, got #{value.class}" unless value.is_a?(String)
 
@@ -441,10 +537,26 @@ module Strata
         else
           Request.ms_header(key, value.bytesize, ttl: server_ttl(ttl, role), mode: mode, cas: cas)
         end
-        dispatch(server) do |c|
+        stored = dispatch(server) do |c, features|
+          limit = features.item_size_max
+          next too_large(c, key, mode) if limit && key.bytesize + value.bytesize + ITEM_OVERHEAD > limit
+
           c.write(header, value, Request::CRLF)
           Response.status(c.read_line, :ms) == :hit
         end
+        return stored unless stored.nil?
+
+        raise ValueTooLargeError, "#{server}: value of #{value.bytesize} bytes for #{key.inspect} is over the " \
+          "server's item size limit: not stored#{", old copy deleted" unless mode == :add}"
+      end
+
+      # The refusal of a value too large for the server's items (see #store): nil.
+      def too_large(conn, key, mode)
+        return nil if mode == :add
+
+        conn.write(Request.md(key))
+        Response.parse(conn.read_line, :md)
+        nil
       end
 
       def arithmetic(key, amount, mode, ttl, initial)
@@ -461,18 +573,23 @@ module Strata
       end
 
       # The T token for ttl seconds: rounded up, capped at gutter_ttl on a gutter, an absolute time
-      # past 30 days.
+      # past 30 days. memcached holds an absolute time as a signed 32-bit unix time, so one past
+      # 2038-01-19 is held until then (the Strata entry header still says when the value
+      # expires). An infinite ttl never expires; NaN raises ArgumentError.
       def server_ttl(ttl, role)
         return 0 if (ttl.nil? || ttl.zero?) && role == :primary
 
         seconds = if ttl.nil? || ttl.zero? then 0
         elsif ttl.negative? then -1 # expires at once, as memcached reads any negative TTL
-        else ttl.ceil
+        elsif ttl.finite? then ttl.ceil
+        elsif ttl.nan? then raise ArgumentError, "ttl must be a number of seconds, got NaN"
+        else 0 # infinite
         end
         seconds = @gutter_ttl if role == :gutter && (seconds.zero? || seconds > @gutter_ttl)
         return seconds if seconds <= MAX_RELATIVE_TTL
 
-        Time.now.to_i + seconds
+        at = Time.now.to_i + seconds
+        (at > MAX_ABSOLUTE_TTL) ? MAX_ABSOLUTE_TTL : at
       end
     end
   end

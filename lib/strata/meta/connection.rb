@@ -139,7 +139,7 @@ module Strata
         if sock.connect_nonblock(addr, exception: false) == :wait_writable
           unless sock.wait_writable(@connect_timeout)
             sock.close
-            raise RetryableError.new("#{@name} timed out after #{@connect_timeout}s connecting", tier: :l2)
+            raise RetryableError.new("#{@name} timed out after #{@connect_timeout}s connecting", tier: :l2, server: @name)
           end
           begin
             sock.connect_nonblock(addr) # reports the handshake's outcome
@@ -157,9 +157,9 @@ module Strata
 
       def lost(error)
         case error
-        when Wire::TimedOut then RetryableError.new("#{@name} timed out after #{@timeout}s", tier: :l2)
-        when Wire::StreamError then TierError.new("#{@name} #{error.message}", tier: :l2)
-        else TierError.new("#{@name}: #{error.class}: #{error.message}", tier: :l2)
+        when Wire::TimedOut then RetryableError.new("#{@name} timed out after #{@timeout}s", tier: :l2, server: @name)
+        when Wire::StreamError then TierError.new("#{@name} #{error.message}", tier: :l2, server: @name)
+        else TierError.new("#{@name}: #{error.class}: #{error.message}", tier: :l2, server: @name)
         end
       end
     end

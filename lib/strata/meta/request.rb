@@ -1,5 +1,6 @@
 # frozen_string_literal: true
 
+require "digest/sha2"
 require "strata/meta/errors"
 
 module Strata
@@ -11,20 +12,28 @@ module Strata
     # Keys. A key of 1..250 bytes with no space or control byte is sent as is. Any other key is sent
     # base64-encoded with the `b` flag; the server decodes it, so both spellings name the same item.
     # memcached applies its 250-byte limit to the key token as sent, so a key whose base64 form is
-    # longer than 250 bytes (a raw key over 186 bytes) raises ArgumentError; the adapter digests
-    # long keys before they reach this module.
+    # longer than 250 bytes (one over 186 bytes with a space or control byte, or any key over 250)
+    # is sent as its digest form instead: its first DIGEST_PREFIX_BYTES bytes, DIGEST_MARK and the
+    # SHA-256 of the whole key in hex, itself sent as is or base64 like any key. Every client
+    # derives the same token, so the item is found again; another key names the same item only if
+    # it is spelt as that digest form, which takes a key made for it.
     #
     # Numbers are checked to be Integers in range before they are written, so no argument can add
     # a token or a line to the request.
     module Request
       # memcached's KEY_MAX_LENGTH, checked on the key token (base64 form included).
       MAX_KEY_BYTES = 250
+      # The longest key whose base64 form fits MAX_KEY_BYTES (186 bytes encode to 248, 187 to 252).
+      MAX_BASE64_KEY_BYTES = MAX_KEY_BYTES / 4 * 3
       # 1.6.18 answers "CLIENT_ERROR opaque token too long" at 32 bytes, though the text says
       # "up to 32".
       MAX_OPAQUE_BYTES = 31
       OPAQUE_INTEGER_LIMIT = 10**MAX_OPAQUE_BYTES
       # Space and control bytes end or corrupt a token: such keys go base64, such opaques raise.
       UNSAFE_TOKEN_BYTE = /[\x00-\x20\x7f]/n
+      # A key's digest form is at most MAX_BASE64_KEY_BYTES long, so it fits in either spelling.
+      DIGEST_MARK = ":sha256:".b.freeze
+      DIGEST_PREFIX_BYTES = MAX_BASE64_KEY_BYTES - DIGEST_MARK.bytesize - 64 # 64: hex SHA-256
 
       # Item TTLs are 32-bit signed on the server; a negative TTL expires the item at once.
       TTL_RANGE = (-(2**31)..(2**31 - 1))
@@ -240,13 +249,15 @@ module Strata
         bytes = (key.encoding == Encoding::BINARY || key.ascii_only?) ? key : key.b
         return [bytes, false] if bytes.bytesize <= MAX_KEY_BYTES && !UNSAFE_TOKEN_BYTE.match?(bytes)
 
-        encoded = [bytes].pack("m0")
-        if encoded.bytesize > MAX_KEY_BYTES
-          raise ArgumentError,
-            "key of #{bytes.bytesize} bytes is too long: its base64 form is #{encoded.bytesize} bytes " \
-            "and memcached accepts #{MAX_KEY_BYTES}"
-        end
-        [encoded, true]
+        return [[bytes].pack("m0"), true] if bytes.bytesize <= MAX_BASE64_KEY_BYTES
+
+        digested = digest_form(bytes)
+        UNSAFE_TOKEN_BYTE.match?(digested) ? [[digested].pack("m0"), true] : [digested, false]
+      end
+
+      # The name a key too long for the protocol is stored under (see Keys above).
+      def digest_form(bytes)
+        bytes.byteslice(0, DIGEST_PREFIX_BYTES) << DIGEST_MARK << Digest::SHA256.hexdigest(bytes)
       end
 
       def append_number(buf, prefix, value, range, name)
@@ -275,7 +286,7 @@ module Strata
         buf << " O" << token.b
       end
 
-      private_class_method :plain_key?, :append_key, :key_token, :append_number, :check_number, :number_in?, :append_opaque
+      private_class_method :plain_key?, :append_key, :key_token, :digest_form, :append_number, :check_number, :number_in?, :append_opaque
     end
   end
 end

@@ -23,8 +23,13 @@ module Strata
     # so the caller stores them there with a short TTL. Once retry_after has passed, #route returns
     # the server again and the caller tries it (marking it down again if it still fails).
     #
-    # Concurrency: the circle is immutable after #initialize; the down list is guarded by a mutex,
-    # so one Ring may be shared by every thread of a process.
+    # Health, for stats (#health): per server, the failures counted (each #mark_down and
+    # #count_error, and each #route refused because no server was up, counted against the key's
+    # own server), and since when it is down: the wall-clock time of the first #mark_down of an
+    # outage, kept through its retries until #mark_up says the server answers again.
+    #
+    # Concurrency: the circle is immutable after #initialize; the down list and the health record
+    # are guarded by a mutex, so one Ring may be shared by every thread of a process.
     class Ring
       DEFAULTS = {
         # Points on the circle per unit of weight (ketama uses 160: 40 digests of 4 points each).
@@ -53,6 +58,8 @@ module Strata
         @points, @owners = build(weights, own.fetch(:points_per_weight))
         @only = (@servers.size == 1) ? @servers.first : nil
         @down_until = {}
+        @down_since = {}
+        @errors = @servers.to_h { |server| [server, 0] }
         @lock = Mutex.new
       end
 
@@ -75,16 +82,44 @@ module Strata
           candidate = @owners[(index + step) % @points.size]
           return [candidate, :gutter] if candidate != primary && up?(candidate)
         end
-        raise TierError.new("no memcached server is up (#{@servers.join(", ")})", tier: :l2)
+        count_error(primary)
+        raise TierError.new("no memcached server is up (#{@servers.join(", ")})", tier: :l2, server: primary)
       end
 
-      # Skips server for retry_after seconds from now. Marking it again extends the wait.
+      # Skips server for retry_after seconds from now, and counts a failure. Marking it again
+      # extends the wait; the outage goes on from the first mark (see Health).
       def mark_down(server, retry_after: @retry_after)
-        raise ArgumentError, "unknown server #{server.inspect}" unless @servers.include?(server)
-
+        check_server(server)
         until_time = @clock.call + retry_after
-        @lock.synchronize { @down_until[server] = until_time }
+        @lock.synchronize do
+          @down_until[server] = until_time
+          @down_since[server] ||= Time.now
+          @errors[server] += 1
+        end
         nil
+      end
+
+      # Ends server's outage: it answered again. Its keys route to it from now on.
+      def mark_up(server)
+        check_server(server)
+        @lock.synchronize do
+          @down_until.delete(server)
+          @down_since.delete(server)
+        end
+        nil
+      end
+
+      # Counts a failure of server that does not make it down (it answered, but wrongly).
+      def count_error(server)
+        check_server(server)
+        @lock.synchronize { @errors[server] += 1 }
+        nil
+      end
+
+      # {errors: {server => failures counted}, down_since: {server => Time}} for the servers in an
+      # outage (see Health).
+      def health
+        @lock.synchronize { {errors: @errors.dup, down_since: @down_since.dup} }
       end
 
       # False while server is marked down; true again once its retry_after has passed.
@@ -102,6 +137,10 @@ module Strata
       end
 
       private
+
+      def check_server(server)
+        raise ArgumentError, "unknown server #{server.inspect}" unless @errors.key?(server)
+      end
 
       # {"host:port" => weight}, in the order given.
       def parse(servers)

@@ -19,13 +19,18 @@ module Strata
     # skipped for retry_after seconds (its keys go to a gutter server with a short TTL); a value
     # over the server's item size limit (1 MiB by default) raises Strata::ValueTooLargeError.
     # The multi-key operations raise Strata::PartialError, carrying what the healthy servers
-    # answered, when some servers fail.
+    # answered, when some servers fail. Each TierError names its server (#server); #stats counts
+    # errors per server and gives since when a server is down (down_since).
+    #
+    # Time bound: a call waits at most pool_timeout + connect_timeout + timeout per server it
+    # touches (0.5 s each by default: 1.5 s), not timeout alone; see Strata::Meta::Client.
     #
     # Sizing: memcached's own (-m and -I on each server); the client holds pool_size connections
     # per server per process.
     #
-    # TTLs are seconds, Float allowed (rounded up to whole seconds); TTLs over 30 days are sent as
-    # absolute unix times, as memcached requires. #clear flushes every server that is up
+    # TTLs are seconds, Float allowed (rounded up to whole seconds; infinite: no expiry); TTLs over
+    # 30 days are sent as absolute unix times, as memcached requires, and one ending after
+    # 2038-01-19 (memcached's last) is held until then. #clear flushes every server that is up
     # (flush_all): every key of every user of those servers goes, not just this app's.
     class Memcached
       include Strata::Tier
