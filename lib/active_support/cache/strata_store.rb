@@ -182,12 +182,12 @@ module ActiveSupport
       # The stored bytes for key, through the local cache when one is active (with none active the
       # LocalCache layer would only pass the call down), read through when a fetch of key is.
       def read_bytes(key, event)
-        local_cache ? read_serialized_entry(key, event: event) : @stack.get(key, event, current_fill(key))
+        local_cache ? read_serialized_entry(key, event: event) : @stack.get(key, event, reading_fill(key))
       end
 
       # Only read_entry and the LocalCache layer call this; raw is the layer's.
       def read_serialized_entry(key, event: nil, raw: false)
-        @stack.get(key, event, current_fill(key))
+        @stack.get(key, event, reading_fill(key))
       end
 
       # Runs the block as the read-through of key: a Strata::Fill is current in this fiber
@@ -211,14 +211,24 @@ module ActiveSupport
         fill if fill && fill.key == key && fill.owner.equal?(@stack)
       end
 
+      # The fill a read of key goes through: the current one, until this fiber wrote or deleted
+      # key itself (a stale entry put back for race_condition_ttl, say). Reads after that, in
+      # the block or in a nested fetch, see the tiers as they are now, not the fill's first answer.
+      def reading_fill(key)
+        fill = current_fill(key)
+        fill unless fill&.rewritten
+      end
+
       def write_entry(key, entry, **options)
         write_serialized_entry(key, serialize_entry(entry, **options), **options)
       end
 
       def write_serialized_entry(key, payload, unless_exist: false, expires_in: nil, race_condition_ttl: nil, raw: false, **)
         ttl = write_ttl(expires_in, race_condition_ttl, raw)
+        fill = current_fill(key)
+        fill.rewritten = true if fill
         failsafe(false) do
-          unless_exist ? @stack.add(key, payload, ttl: ttl) : @stack.set(key, payload, ttl: ttl, fill: current_fill(key))
+          unless_exist ? @stack.add(key, payload, ttl: ttl) : @stack.set(key, payload, ttl: ttl, fill: fill)
         end
       end
 
@@ -231,6 +241,8 @@ module ActiveSupport
       end
 
       def delete_entry(key, **)
+        fill = current_fill(key)
+        fill.rewritten = true if fill
         @stack.delete(key)
       end
 
