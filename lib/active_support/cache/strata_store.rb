@@ -64,6 +64,10 @@ module ActiveSupport
 
       # The fetch being read through in this fiber (Thread#[] is fiber-local).
       FILL = :__strata_store_fill
+      # The fetch_multi under way in this fiber: its fills by key, for its one read_multi_entries
+      # (MULTI_READ, cleared by that read) and for its write_multi_entries (MULTI_FILLS).
+      MULTI_READ = :__strata_store_multi_read
+      MULTI_FILLS = :__strata_store_multi_fills
 
       # Options, besides the Store ones:
       # l1: the shared-memory table's options (Strata::Tiers::SharedMemory.new); path defaults to
@@ -91,21 +95,27 @@ module ActiveSupport
           fill_wait: fill_wait)
       end
 
-      # Reads every name at once; each miss then goes through #fetch, so a cold key has one
-      # filler per host and per cluster like a single fetch (ActiveSupport's own fetch_multi
-      # would compute and write every miss in every caller). force: recomputes every name, as
-      # ActiveSupport does. Unlike ActiveSupport's: each miss is read once more (by its fetch) and
-      # written as its block returns, so a block that raises leaves the earlier misses cached,
-      # and each miss emits its own fetch events beside the one cache_read_multi.
+      # ActiveSupport's fetch_multi (one cache_read_multi event with super_operation: :fetch_multi,
+      # the block for each miss, then one write_multi of what it computed), with single-flight for
+      # the misses: each name no tier holds is read through as #fetch would (read_multi_entries),
+      # in key order, so two fetch_multis of the same names take their host locks in one order.
+      # A value another caller filled meanwhile counts as a hit; this caller computes the rest and
+      # holds their fills until write_multi_entries has written them (Stack#finish after).
       def fetch_multi(*names, &block)
         raise ArgumentError, "Missing block: `Cache#fetch_multi` requires a block." unless block
 
         options = names.extract_options!
         return super(*names, options, &block) if names.empty? || merged_options(options)[:force]
 
-        found = read_multi(*names, options)
-        names.index_with do |name|
-          found.fetch(name) { fetch(name, options) { block.call(name) } }
+        fills = {}
+        outer = Thread.current[MULTI_FILLS]
+        Thread.current[MULTI_FILLS] = Thread.current[MULTI_READ] = fills
+        begin
+          super(*names, options, &block)
+        ensure
+          Thread.current[MULTI_READ] = nil
+          Thread.current[MULTI_FILLS] = outer
+          fills.each_value { |fill| @stack.finish(fill) }
         end
       end
 
@@ -211,6 +221,15 @@ module ActiveSupport
         fill if fill && fill.key == key && fill.owner.equal?(@stack)
       end
 
+      # The fill a write of key goes through: the current fetch's, or that of a fetch_multi's miss.
+      def fill_of(key)
+        fill = current_fill(key)
+        return fill if fill
+
+        fill = (fills = Thread.current[MULTI_FILLS]) && fills[key]
+        fill if fill&.owner.equal?(@stack)
+      end
+
       # The fill a read of key goes through: the current one, until this fiber wrote or deleted
       # key itself (a stale entry put back for race_condition_ttl, say). Reads after that, in
       # the block or in a nested fetch, see the tiers as they are now, not the fill's first answer.
@@ -225,7 +244,7 @@ module ActiveSupport
 
       def write_serialized_entry(key, payload, unless_exist: false, expires_in: nil, race_condition_ttl: nil, raw: false, **)
         ttl = write_ttl(expires_in, race_condition_ttl, raw)
-        fill = current_fill(key)
+        fill = fill_of(key)
         fill.rewritten = true if fill
         failsafe(false) do
           unless_exist ? @stack.add(key, payload, ttl: ttl) : @stack.set(key, payload, ttl: ttl, fill: fill)
@@ -254,6 +273,10 @@ module ActiveSupport
       def read_multi_entries(names, event: nil, **options)
         keys_to_names = names.index_by { |name| normalize_key(name, options) }
         found = @stack.get_multi(keys_to_names.keys, event)
+        if (fills = Thread.current[MULTI_READ])
+          Thread.current[MULTI_READ] = nil # only fetch_multi's own read reads through
+          read_through_misses(keys_to_names.keys - found.keys, found, fills, event)
+        end
         keys_to_names.each_with_object({}) do |(key, name), results|
           next unless (bytes = found[key])
 
@@ -264,18 +287,33 @@ module ActiveSupport
         end
       end
 
+      # fetch_multi's read-through of the keys no tier held: each gets a fill (kept in fills until
+      # fetch_multi ends), and what another caller filled meanwhile goes into found. The host
+      # table was read for them just before (get_multi reads it first).
+      def read_through_misses(keys, found, fills, event)
+        keys.sort.each do |key|
+          fill = fills[key] ||= @stack.fill_for(key, true)
+          bytes = @stack.get(key, event, fill)
+          found[key] = bytes if bytes
+        end
+      end
+
       # Every value is serialized before anything is written, so one that can't be leaves the cache
       # as it was. Then each tier takes them all in one call (memcached: one pipeline per server),
-      # unless the write is an add (unless_exist) or a fill of a read-through under way, which go
-      # key by key.
+      # unless the write is an add (unless_exist); the fills of read-throughs under way (a fetch's,
+      # or fetch_multi's misses) go key by key, through the fill protocol.
       def write_multi_entries(hash, **options)
         payloads = hash.transform_values { |entry| serialize_entry(entry, **options) }
-        fill = Thread.current[FILL]
-        if options[:unless_exist] || (fill && payloads.key?(fill.key) && fill.owner.equal?(@stack))
+        if options[:unless_exist]
           payloads.each { |key, payload| write_serialized_entry(key, payload, **options) }
         else
-          ttl = write_ttl(options[:expires_in], options[:race_condition_ttl], options[:raw])
-          failsafe(false) { @stack.set_multi(payloads, ttl: ttl) }
+          filled = payloads.select { |key, _| fill_of(key) }
+          filled.each { |key, payload| write_serialized_entry(key, payload, **options) }
+          plain = filled.empty? ? payloads : payloads.except(*filled.keys)
+          unless plain.empty?
+            ttl = write_ttl(options[:expires_in], options[:race_condition_ttl], options[:raw])
+            failsafe(false) { @stack.set_multi(plain, ttl: ttl) }
+          end
         end
         hash
       end
