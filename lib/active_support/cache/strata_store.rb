@@ -93,6 +93,7 @@ module ActiveSupport
         super(options.merge(coder: nil))
         @stack = Strata::Stack.new(build_tiers(l1, memcached, sql), on_error: method(:report_failure),
           fill_wait: fill_wait)
+        @listable = listable_tiers.size == @stack.tier_names.size
       end
 
       # ActiveSupport's fetch_multi (one cache_read_multi event with super_operation: :fetch_multi,
@@ -146,11 +147,21 @@ module ActiveSupport
         count(:decrement, name, amount, -Integer(amount), options)
       end
 
-      # Delete every entry whose key matches matcher (a Regexp on the key without the namespace,
-      # as with MemoryStore). Visits every live key in the table. Returns how many were deleted.
+      # Delete every entry whose key matches matcher, and return how many were deleted. matcher is
+      # a Regexp on the key without the namespace (as with MemoryStore), or a String glob (*, ?,
+      # [...], \ escapes; as with RedisCacheStore). Visits every live key in the table.
+      #
+      # Only when every tier can list its keys (L1 alone): memcached can't, and the SQL tier
+      # doesn't yet, so a key they hold would survive and refill L1. Then it raises
+      # NotImplementedError, as MemCacheStore does.
       def delete_matched(matcher, options = nil)
+        unless @listable
+          raise NotImplementedError, "#{self.class.name} does not support delete_matched with tiers that can't " \
+            "list their keys (#{(@stack.tier_names - listable_tiers).join(", ")})"
+        end
+
         options = merged_options(options)
-        matcher = key_matcher(matcher, options)
+        matcher = matcher.is_a?(String) ? glob_matcher(matcher, options) : key_matcher(matcher, options)
         instrument(:delete_matched, matcher.inspect) do
           @stack.keys.count { |key| key_matches?(key, matcher) && delete_entry(key, **options) }
         end
@@ -374,9 +385,22 @@ module ActiveSupport
       def key_matches?(key, matcher)
         key = key.dup.force_encoding(Encoding::UTF_8)
         key.force_encoding(Encoding::BINARY) unless key.valid_encoding?
-        key.match?(matcher)
+        matcher.is_a?(String) ? File.fnmatch?(matcher, key, File::FNM_DOTMATCH) : key.match?(matcher)
       rescue Encoding::CompatibilityError
         false
+      end
+
+      # A glob on the key without the namespace: the namespace, its own glob characters escaped,
+      # goes in front.
+      def glob_matcher(glob, options)
+        namespace = options[:namespace]
+        namespace = namespace.call if namespace.respond_to?(:call)
+        namespace ? "#{namespace.to_s.gsub(/[*?\[\]{}\\]/) { |char| "\\#{char}" }}:#{glob}" : glob
+      end
+
+      # The names of the tiers that can list their keys (for delete_matched).
+      def listable_tiers
+        @stack.tier_names.select { |name| @stack[name].respond_to?(:keys) }
       end
 
       # Top first. With no tier option given, l1's missing size is the error to report.
