@@ -79,18 +79,20 @@ module ActiveSupport
       # fill_wait: seconds a fetch that missed waits for another process's (or host's) fill of the
       #     same key before running its block itself (default 2; 0 turns single-flight off).
       # serializer: :marshal_7_1 (Marshal, the default), :message_pack, or an object with dump/load.
-      # compressor: responds to deflate/inflate (Zlib by default); used when compress is on.
+      # compressor: responds to deflate/inflate (Zlib by default; nil: none); used when compress is on.
+      # coder: an object with dump/load (and optionally dump_compressed) for whole entries, instead
+      #     of serializer and compressor (see Codec); nil: Strata's own encoding, uncompressed.
       def initialize(options = nil)
         options = DEFAULTS.merge(options || {})
-        raise ArgumentError, "StrataStore encodes entries itself; use :serializer, not :coder" if options.key?(:coder)
-
         l1 = options.delete(:l1)
         memcached = options.delete(:memcached)
         sql = options.delete(:sql)
         fill_wait = options.delete(:fill_wait) { Strata::Stack::DEFAULT_FILL_WAIT }
-        @codec = Codec.new(options.delete(:serializer), options.delete(:compressor) || Zlib)
+        @codec = build_codec(options)
         @failures = Concurrent::Map.new
-        super(options.merge(coder: nil))
+        # Given no coder, the base store builds its default one (unused), which raises for an
+        # unknown ActiveSupport::Cache.format_version as every store does.
+        super
         @stack = Strata::Stack.new(build_tiers(l1, memcached, sql), on_error: method(:report_failure),
           fill_wait: fill_wait)
         @listable = listable_tiers.size == @stack.tier_names.size
@@ -401,6 +403,20 @@ module ActiveSupport
       # The names of the tiers that can list their keys (for delete_matched).
       def listable_tiers
         @stack.tier_names.select { |name| @stack[name].respond_to?(:keys) }
+      end
+
+      # The Codec for the serializer, compressor and coder options, taken out of options. A coder
+      # excludes the other two, as in every store. coder: nil stores entries without Rails' coder,
+      # which Strata's encoding always does; as with Rails' pass-through coder, uncompressed.
+      # Unlike the base store, a compressor is fine under cache format version 7.0: the format
+      # version does not choose Strata's encoding.
+      def build_codec(options)
+        coded = options.key?(:coder)
+        %i[serializer compressor].each do |option|
+          raise ArgumentError, "Cannot specify :#{option} and :coder options together" if coded && options[option]
+        end
+        compressor = options.delete(:compressor) { Zlib }
+        Codec.new(options.delete(:serializer), coded ? nil : compressor, options.delete(:coder))
       end
 
       # Top first. With no tier option given, l1's missing size is the error to report.
