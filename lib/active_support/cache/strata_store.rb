@@ -325,10 +325,20 @@ module ActiveSupport
           plain = filled.empty? ? payloads : payloads.except(*filled.keys)
           unless plain.empty?
             ttl = write_ttl(options[:expires_in], options[:race_condition_ttl], options[:raw])
-            failsafe(false) { @stack.set_multi(plain, ttl: ttl) }
+            stored = failsafe(false) { @stack.set_multi(plain, ttl: ttl) }
+            remember_locally(plain, stored) if local_cache
           end
         end
         hash
+      end
+
+      # What the LocalCache layer's write_serialized_entry does, for the keys of a write that
+      # went past it: the local cache keeps what was stored and forgets what was not.
+      def remember_locally(payloads, stored)
+        cache = local_cache
+        payloads.each do |key, payload|
+          (stored && stored[key]) ? cache.write_entry(key, payload) : cache.delete_entry(key)
+        end
       end
 
       def serialize_entry(entry, raw: false, compress: @options[:compress], compress_threshold: @options[:compress_threshold], **)
