@@ -90,9 +90,9 @@ module ActiveSupport
         fill_wait = options.delete(:fill_wait) { Strata::Stack::DEFAULT_FILL_WAIT }
         @codec = build_codec(options)
         @failures = Concurrent::Map.new
-        # Given no coder, the base store builds its default one (unused), which raises for an
-        # unknown ActiveSupport::Cache.format_version as every store does.
-        super
+        # The base store's coder would go unused: Codec encodes entries, whatever the cache format
+        # version (docs/compatibility.md).
+        super(options.merge(coder: nil))
         @stack = Strata::Stack.new(build_tiers(l1, memcached, sql), on_error: method(:report_failure),
           fill_wait: fill_wait)
         @listable = listable_tiers.size == @stack.tier_names.size
