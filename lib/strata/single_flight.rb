@@ -114,8 +114,9 @@ module Strata
         if ttl == 0
           # Expired by its header, yet kept below for race_condition_ttl's window: the caller
           # writes it back (or deletes it), then its value, as after any read that found a value.
-          # Those writes are plain sets, which take the key over from the lease (unfilled, it
-          # would refuse them where the stale copy is still stored).
+          # Those writes are plain sets, which replace the lease's placeholder (a fill would be
+          # refused where the stale copy is still stored). Meanwhile other hosts wait on the
+          # lease as for any fill; should the caller write nothing, it lapses after fill_wait.
           fill.lease_done = true
         else
           fill_write(key, bytes, ttl, fill, index)
