@@ -118,7 +118,7 @@ class EntryTest < Minitest::Test
 
   def test_unknown_flags_are_corrupt
     bytes = Entry.encode("x").b
-    [0x80, 0x0A, 0x0E, 0x30].each do |flags|
+    [0x80, 0x0A, 0x0E, 0x8E].each do |flags|
       bytes.setbyte(1, flags)
       assert_raises(Strata::CorruptError, flags.to_s) { Entry.decode(bytes) }
     end

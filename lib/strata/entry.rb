@@ -34,6 +34,7 @@ module Strata
     MARSHAL = 0x00
     MESSAGE_PACK = 0x10
     CUSTOM = 0x20 # the serializer object the store was configured with
+    CODER = 0x30 # the store's coder (Rails' coder: option) dumped the whole cache entry
     VERSIONED = 0x40 # a version is present (it may be empty)
     KNOWN_FLAGS = COMPRESSED | KIND_MASK | SERIALIZER_MASK | VERSIONED
 
@@ -49,9 +50,9 @@ module Strata
     MAX_STAMPS = 0xFFFF
     NO_STAMPS = [].freeze
 
-    # Which flag bytes are well-formed: only known bits, a known kind and a known serializer.
+    # Which flag bytes are well-formed: only known bits and a known kind (every serializer is).
     VALID_FLAGS = Array.new(256) do |flags|
-      flags & ~KNOWN_FLAGS == 0 && (flags & KIND_MASK) <= ASCII && (flags & SERIALIZER_MASK) <= CUSTOM
+      flags & ~KNOWN_FLAGS == 0 && (flags & KIND_MASK) <= ASCII
     end.freeze
 
     VERSION_AT = 10
@@ -172,7 +173,7 @@ module Strata
       KIND_ENCODINGS[@flags & KIND_MASK]
     end
 
-    # MARSHAL, MESSAGE_PACK or CUSTOM; meaningful when kind is SERIALIZED.
+    # MARSHAL, MESSAGE_PACK, CUSTOM or CODER; meaningful when kind is SERIALIZED.
     def serializer
       @flags & SERIALIZER_MASK
     end

@@ -22,6 +22,10 @@ module Strata
     attr_accessor :unleased
     # Whether the read-through has read the tiers, and what it found (bytes or nil).
     attr_accessor :read, :found
+    # True once the caller itself wrote or deleted key during the read-through (as Rails does to
+    # put a stale entry back under race_condition_ttl): what the read found is then out of date,
+    # and the caller's later reads of key go to the tiers instead.
+    attr_accessor :rewritten
     # True when the caller read the host tier for key just before (Stack#get_host): the
     # read-through goes straight to the host single-flight, which reads it again under the lock.
     attr_reader :host_read
@@ -38,6 +42,7 @@ module Strata
       @unleased = false
       @read = false
       @found = nil
+      @rewritten = false
       @tombstones = nil
     end
 

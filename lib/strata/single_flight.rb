@@ -111,7 +111,16 @@ module Strata
 
       if fill.lease_pending?
         ttl = remaining_ttl(bytes)
-        fill_write(key, bytes, ttl, fill, index) unless ttl == 0
+        if ttl == 0
+          # Expired by its header, yet kept below for race_condition_ttl's window: the caller
+          # writes it back (or deletes it), then its value, as after any read that found a value.
+          # Those writes are plain sets, which replace the lease's placeholder (a fill would be
+          # refused where the stale copy is still stored). Meanwhile other hosts wait on the
+          # lease as for any fill; should the caller write nothing, it lapses after fill_wait.
+          fill.lease_done = true
+        else
+          fill_write(key, bytes, ttl, fill, index)
+        end
       else
         backfill(key, bytes, index)
       end

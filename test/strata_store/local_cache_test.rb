@@ -34,6 +34,19 @@ class StrataStoreLocalCacheTest < Strata::StoreCase
     end
   end
 
+  # write_multi (fetch_multi's too) goes to the tiers in one call per tier, past the layer's
+  # per-key hook: the local cache must not keep serving what it held before.
+  def test_write_multi_updates_the_local_cache
+    store.with_local_cache do
+      store.write("key", "first")
+      store.write("other", "first")
+      store.write_multi("key" => "second", "other" => "second")
+
+      assert_equal "second", store.read("key")
+      assert_equal({"key" => "second", "other" => "second"}, store.read_multi("key", "other"))
+    end
+  end
+
   def test_writes_and_deletes_update_the_local_cache_and_the_table
     store.with_local_cache do
       store.write("key", "value")

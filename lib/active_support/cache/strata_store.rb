@@ -64,6 +64,10 @@ module ActiveSupport
 
       # The fetch being read through in this fiber (Thread#[] is fiber-local).
       FILL = :__strata_store_fill
+      # The fetch_multi under way in this fiber: its fills by key, for its one read_multi_entries
+      # (MULTI_READ, cleared by that read) and for its write_multi_entries (MULTI_FILLS).
+      MULTI_READ = :__strata_store_multi_read
+      MULTI_FILLS = :__strata_store_multi_fills
 
       # Options, besides the Store ones:
       # l1: the shared-memory table's options (Strata::Tiers::SharedMemory.new); path defaults to
@@ -75,37 +79,46 @@ module ActiveSupport
       # fill_wait: seconds a fetch that missed waits for another process's (or host's) fill of the
       #     same key before running its block itself (default 2; 0 turns single-flight off).
       # serializer: :marshal_7_1 (Marshal, the default), :message_pack, or an object with dump/load.
-      # compressor: responds to deflate/inflate (Zlib by default); used when compress is on.
+      # compressor: responds to deflate/inflate (Zlib by default; nil: none); used when compress is on.
+      # coder: an object with dump/load (and optionally dump_compressed) for whole entries, instead
+      #     of serializer and compressor (see Codec); nil: Strata's own encoding, uncompressed.
       def initialize(options = nil)
         options = DEFAULTS.merge(options || {})
-        raise ArgumentError, "StrataStore encodes entries itself; use :serializer, not :coder" if options.key?(:coder)
-
         l1 = options.delete(:l1)
         memcached = options.delete(:memcached)
         sql = options.delete(:sql)
         fill_wait = options.delete(:fill_wait) { Strata::Stack::DEFAULT_FILL_WAIT }
-        @codec = Codec.new(options.delete(:serializer), options.delete(:compressor) || Zlib)
+        @codec = build_codec(options)
         @failures = Concurrent::Map.new
+        # The base store's coder would go unused: Codec encodes entries, whatever the cache format
+        # version (docs/compatibility.md).
         super(options.merge(coder: nil))
         @stack = Strata::Stack.new(build_tiers(l1, memcached, sql), on_error: method(:report_failure),
           fill_wait: fill_wait)
+        @listable = listable_tiers.size == @stack.tier_names.size
       end
 
-      # Reads every name at once; each miss then goes through #fetch, so a cold key has one
-      # filler per host and per cluster like a single fetch (ActiveSupport's own fetch_multi
-      # would compute and write every miss in every caller). force: recomputes every name, as
-      # ActiveSupport does. Unlike ActiveSupport's: each miss is read once more (by its fetch) and
-      # written as its block returns, so a block that raises leaves the earlier misses cached,
-      # and each miss emits its own fetch events beside the one cache_read_multi.
+      # ActiveSupport's fetch_multi (one cache_read_multi event with super_operation: :fetch_multi,
+      # the block for each miss, then one write_multi of what it computed), with single-flight for
+      # the misses: each name no tier holds is read through as #fetch would (read_multi_entries),
+      # in key order, so two fetch_multis of the same names take their host locks in one order.
+      # A value another caller filled meanwhile counts as a hit; this caller computes the rest and
+      # holds their fills until write_multi_entries has written them (Stack#finish after).
       def fetch_multi(*names, &block)
         raise ArgumentError, "Missing block: `Cache#fetch_multi` requires a block." unless block
 
         options = names.extract_options!
         return super(*names, options, &block) if names.empty? || merged_options(options)[:force]
 
-        found = read_multi(*names, options)
-        names.index_with do |name|
-          found.fetch(name) { fetch(name, options) { block.call(name) } }
+        fills = {}
+        outer = Thread.current[MULTI_FILLS]
+        Thread.current[MULTI_FILLS] = Thread.current[MULTI_READ] = fills
+        begin
+          super(*names, options, &block)
+        ensure
+          Thread.current[MULTI_READ] = nil
+          Thread.current[MULTI_FILLS] = outer
+          fills.each_value { |fill| @stack.finish(fill) }
         end
       end
 
@@ -136,11 +149,21 @@ module ActiveSupport
         count(:decrement, name, amount, -Integer(amount), options)
       end
 
-      # Delete every entry whose key matches matcher (a Regexp on the key without the namespace,
-      # as with MemoryStore). Visits every live key in the table. Returns how many were deleted.
+      # Delete every entry whose key matches matcher, and return how many were deleted. matcher is
+      # a Regexp on the key without the namespace (as with MemoryStore), or a String glob (*, ?,
+      # [...], \ escapes; as with RedisCacheStore). Visits every live key in the table.
+      #
+      # Only when every tier can list its keys (L1 alone): memcached can't, and the SQL tier
+      # doesn't yet, so a key they hold would survive and refill L1. Then it raises
+      # NotImplementedError, as MemCacheStore does.
       def delete_matched(matcher, options = nil)
+        unless @listable
+          raise NotImplementedError, "#{self.class.name} does not support delete_matched with tiers that can't " \
+            "list their keys (#{(@stack.tier_names - listable_tiers).join(", ")})"
+        end
+
         options = merged_options(options)
-        matcher = key_matcher(matcher, options)
+        matcher = matcher.is_a?(String) ? glob_matcher(matcher, options) : key_matcher(matcher, options)
         instrument(:delete_matched, matcher.inspect) do
           @stack.keys.count { |key| key_matches?(key, matcher) && delete_entry(key, **options) }
         end
@@ -182,12 +205,12 @@ module ActiveSupport
       # The stored bytes for key, through the local cache when one is active (with none active the
       # LocalCache layer would only pass the call down), read through when a fetch of key is.
       def read_bytes(key, event)
-        local_cache ? read_serialized_entry(key, event: event) : @stack.get(key, event, current_fill(key))
+        local_cache ? read_serialized_entry(key, event: event) : @stack.get(key, event, reading_fill(key))
       end
 
       # Only read_entry and the LocalCache layer call this; raw is the layer's.
       def read_serialized_entry(key, event: nil, raw: false)
-        @stack.get(key, event, current_fill(key))
+        @stack.get(key, event, reading_fill(key))
       end
 
       # Runs the block as the read-through of key: a Strata::Fill is current in this fiber
@@ -211,14 +234,33 @@ module ActiveSupport
         fill if fill && fill.key == key && fill.owner.equal?(@stack)
       end
 
+      # The fill a write of key goes through: the current fetch's, or that of a fetch_multi's miss.
+      def fill_of(key)
+        fill = current_fill(key)
+        return fill if fill
+
+        fill = (fills = Thread.current[MULTI_FILLS]) && fills[key]
+        fill if fill&.owner.equal?(@stack)
+      end
+
+      # The fill a read of key goes through: the current one, until this fiber wrote or deleted
+      # key itself (a stale entry put back for race_condition_ttl, say). Reads after that, in
+      # the block or in a nested fetch, see the tiers as they are now, not the fill's first answer.
+      def reading_fill(key)
+        fill = current_fill(key)
+        fill unless fill&.rewritten
+      end
+
       def write_entry(key, entry, **options)
         write_serialized_entry(key, serialize_entry(entry, **options), **options)
       end
 
       def write_serialized_entry(key, payload, unless_exist: false, expires_in: nil, race_condition_ttl: nil, raw: false, **)
         ttl = write_ttl(expires_in, race_condition_ttl, raw)
+        fill = fill_of(key)
+        fill.rewritten = true if fill
         failsafe(false) do
-          unless_exist ? @stack.add(key, payload, ttl: ttl) : @stack.set(key, payload, ttl: ttl, fill: current_fill(key))
+          unless_exist ? @stack.add(key, payload, ttl: ttl) : @stack.set(key, payload, ttl: ttl, fill: fill)
         end
       end
 
@@ -240,6 +282,8 @@ module ActiveSupport
       end
 
       def delete_entry(key, **)
+        fill = current_fill(key)
+        fill.rewritten = true if fill
         @stack.delete(key)
       end
 
@@ -251,6 +295,10 @@ module ActiveSupport
       def read_multi_entries(names, event: nil, **options)
         keys_to_names = names.index_by { |name| normalize_key(name, options) }
         found = @stack.get_multi(keys_to_names.keys, event)
+        if (fills = Thread.current[MULTI_READ])
+          Thread.current[MULTI_READ] = nil # only fetch_multi's own read reads through
+          read_through_misses(keys_to_names.keys - found.keys, found, fills, event)
+        end
         keys_to_names.each_with_object({}) do |(key, name), results|
           next unless (bytes = found[key])
 
@@ -261,20 +309,45 @@ module ActiveSupport
         end
       end
 
+      # fetch_multi's read-through of the keys no tier held: each gets a fill (kept in fills until
+      # fetch_multi ends), and what another caller filled meanwhile goes into found. The host
+      # table was read for them just before (get_multi reads it first).
+      def read_through_misses(keys, found, fills, event)
+        keys.sort.each do |key|
+          fill = fills[key] ||= @stack.fill_for(key, true)
+          bytes = @stack.get(key, event, fill)
+          found[key] = bytes if bytes
+        end
+      end
+
       # Every value is serialized before anything is written, so one that can't be leaves the cache
       # as it was. Then each tier takes them all in one call (memcached: one pipeline per server),
-      # unless the write is an add (unless_exist) or a fill of a read-through under way, which go
-      # key by key.
+      # unless the write is an add (unless_exist); the fills of read-throughs under way (a fetch's,
+      # or fetch_multi's misses) go key by key, through the fill protocol.
       def write_multi_entries(hash, **options)
         payloads = hash.transform_values { |entry| serialize_entry(entry, **options) }
-        fill = Thread.current[FILL]
-        if options[:unless_exist] || (fill && payloads.key?(fill.key) && fill.owner.equal?(@stack))
+        if options[:unless_exist]
           payloads.each { |key, payload| write_serialized_entry(key, payload, **options) }
         else
-          ttl = write_ttl(options[:expires_in], options[:race_condition_ttl], options[:raw])
-          failsafe(false) { @stack.set_multi(payloads, ttl: ttl) }
+          filled = payloads.select { |key, _| fill_of(key) }
+          filled.each { |key, payload| write_serialized_entry(key, payload, **options) }
+          plain = filled.empty? ? payloads : payloads.except(*filled.keys)
+          unless plain.empty?
+            ttl = write_ttl(options[:expires_in], options[:race_condition_ttl], options[:raw])
+            stored = failsafe(false) { @stack.set_multi(plain, ttl: ttl) }
+            remember_locally(plain, stored) if local_cache
+          end
         end
         hash
+      end
+
+      # What the LocalCache layer's write_serialized_entry does, for the keys of a write that
+      # went past it: the local cache keeps what was stored and forgets what was not.
+      def remember_locally(payloads, stored)
+        cache = local_cache
+        payloads.each do |key, payload|
+          (stored && stored[key]) ? cache.write_entry(key, payload) : cache.delete_entry(key)
+        end
       end
 
       def serialize_entry(entry, raw: false, compress: @options[:compress], compress_threshold: @options[:compress_threshold], **)
@@ -333,9 +406,36 @@ module ActiveSupport
       def key_matches?(key, matcher)
         key = key.dup.force_encoding(Encoding::UTF_8)
         key.force_encoding(Encoding::BINARY) unless key.valid_encoding?
-        key.match?(matcher)
+        matcher.is_a?(String) ? File.fnmatch?(matcher, key, File::FNM_DOTMATCH) : key.match?(matcher)
       rescue Encoding::CompatibilityError
         false
+      end
+
+      # A glob on the key without the namespace: the namespace, its own glob characters escaped,
+      # goes in front.
+      def glob_matcher(glob, options)
+        namespace = options[:namespace]
+        namespace = namespace.call if namespace.respond_to?(:call)
+        namespace ? "#{namespace.to_s.gsub(/[*?\[\]{}\\]/) { |char| "\\#{char}" }}:#{glob}" : glob
+      end
+
+      # The names of the tiers that can list their keys (for delete_matched).
+      def listable_tiers
+        @stack.tier_names.select { |name| @stack[name].respond_to?(:keys) }
+      end
+
+      # The Codec for the serializer, compressor and coder options, taken out of options. A coder
+      # excludes the other two, as in every store. coder: nil stores entries without Rails' coder,
+      # which Strata's encoding always does; as with Rails' pass-through coder, uncompressed.
+      # Unlike the base store, a compressor is fine under cache format version 7.0: the format
+      # version does not choose Strata's encoding.
+      def build_codec(options)
+        coded = options.key?(:coder)
+        %i[serializer compressor].each do |option|
+          raise ArgumentError, "Cannot specify :#{option} and :coder options together" if coded && options[option]
+        end
+        compressor = options.delete(:compressor) { Zlib }
+        Codec.new(options.delete(:serializer), coded ? nil : compressor, options.delete(:coder))
       end
 
       # Top first. With no tier option given, l1's missing size is the error to report.

@@ -13,6 +13,12 @@ module ActiveSupport
       # its serializer, so a store reads entries written with Marshal or MessagePack whatever its own
       # serializer is. Counters are bare ASCII decimal, as the tier's incr leaves them.
       #
+      # With a coder (Rails' coder: option; dump, load and optionally dump_compressed), the coder
+      # dumps the whole ActiveSupport entry, whatever its value, and compresses it if it can: its
+      # bytes are the payload, behind the same header (expiry and version, which the tiers and the
+      # hit path read), so every tier still holds one encoding. Only a store with a coder reads
+      # such entries; for the others they are a miss.
+      #
       # Stateless after new; safe to share between threads.
       class Codec
         # What a counter looks like: bare decimal that fits a tier counter (unsigned 64-bit).
@@ -25,8 +31,18 @@ module ActiveSupport
         MISS = Object.new.freeze
 
         # serializer: nil or a Marshal name Rails uses, :message_pack, or an object with dump and load.
-        # compressor: responds to deflate and inflate.
-        def initialize(serializer, compressor)
+        # compressor: responds to deflate and inflate; nil never compresses.
+        # coder: nil, or an object with dump and load (and maybe dump_compressed) that takes the
+        # entry's place (serializer and compressor then go unused).
+        def initialize(serializer, compressor, coder = nil)
+          if coder
+            unless coder.respond_to?(:dump) && coder.respond_to?(:load)
+              raise ArgumentError, "a coder must respond to dump and load, got #{coder.inspect}"
+            end
+
+            @coder = EntryCoder.new(coder)
+            serializer = compressor = nil
+          end
           @serializer, @serializer_flag = resolve(serializer)
           @compressor = compressor
         end
@@ -39,6 +55,7 @@ module ActiveSupport
             value = value.to_s
             return value if value.match?(COUNTER) && value.to_i <= MAX_COUNTER
           end
+          return @coder.dump(entry, compress_threshold) if @coder
 
           if value.nil?
             flags = Strata::Entry::NIL
@@ -50,7 +67,7 @@ module ActiveSupport
             payload = @serializer.dump(value)
           end
 
-          if compress_threshold && payload.bytesize >= compress_threshold
+          if compress_threshold && @compressor && payload.bytesize >= compress_threshold
             deflated = @compressor.deflate(payload)
             if deflated.bytesize < payload.bytesize
               payload = deflated
@@ -127,6 +144,7 @@ module ActiveSupport
           when Strata::Entry::MARSHAL then Marshal
           when Strata::Entry::MESSAGE_PACK then message_pack
           when @serializer_flag then @serializer
+          when Strata::Entry::CODER then @coder || raise(DeserializationError, "the entry was written by a store with a coder")
           else raise DeserializationError, "the entry was written with a serializer this store lacks"
           end
         end
@@ -140,6 +158,33 @@ module ActiveSupport
           end
 
           [serializer, Strata::Entry::CUSTOM]
+        end
+
+        # The app's coder, seen as a serializer of values: it dumps and loads whole entries (bytes
+        # only: the tiers store bytes), and Codec keeps their expiry and version in its header.
+        class EntryCoder
+          def initialize(coder)
+            @coder = coder
+            @compresses = coder.respond_to?(:dump_compressed)
+          end
+
+          # The entry bytes for entry: compress_threshold as Rails' dump_compressed takes it, nil
+          # when compression is off.
+          def dump(entry, compress_threshold)
+            payload = (compress_threshold && @compresses) ? @coder.dump_compressed(entry, compress_threshold) : @coder.dump(entry)
+            raise TypeError, "the coder's dump must return a String, not #{payload.class}" unless payload.is_a?(String)
+
+            Strata::Entry.encode(payload, flags: Strata::Entry::CODER,
+              expires_at: Strata::Entry.milliseconds(entry.expires_at), version: entry.version)
+          end
+
+          # The value of the entry the coder loads from payload.
+          def load(payload)
+            entry = @coder.load(payload)
+            raise DeserializationError, "the coder loaded a #{entry.class}, not a cache entry" unless entry.is_a?(Entry)
+
+            entry.value
+          end
         end
 
         # Loaded on first use: the msgpack gem is optional.

@@ -1,0 +1,124 @@
+# frozen_string_literal: true
+
+require_relative "store_case"
+require "logger"
+require "securerandom"
+
+# race_condition_ttl in every layout: once an entry has expired, the first fetch within the
+# window puts the stale entry back and recomputes; whoever reads the key meanwhile (the block
+# itself, another thread, another host) gets the stale value, as with MemoryStore. Under the
+# stubbed clock of Rails' time helpers and in real time, through the instrumented path (a debug
+# logger) and the unobserved one.
+class StrataStoreRaceConditionTtlTest < Strata::StoreCase
+  LAYOUTS = {
+    l1: %i[l1],
+    memcached: %i[memcached],
+    l1_memcached: %i[l1 memcached],
+    l1_memcached_sql: %i[l1 memcached sql]
+  }.freeze
+
+  def setup
+    @namespace = "race-#{SecureRandom.hex(6)}"
+  end
+
+  LAYOUTS.each do |name, tiers|
+    define_method(:"test_#{name}_the_block_reads_the_stale_value_under_a_stubbed_clock") do
+      [nil, Logger.new(File::NULL, level: :debug)].each do |logger|
+        cache = layout_store(tiers, logger: logger)
+        cache.write("key", "old", expires_in: 60)
+
+        travel 61.seconds do
+          inside = :unread
+          value = cache.fetch("key", race_condition_ttl: 10) do
+            inside = cache.read("key")
+            "new"
+          end
+
+          assert_equal "new", value
+          assert_equal "old", inside, "the stale entry is served while one caller recomputes (logger: #{logger.inspect})"
+          assert_equal "new", cache.read("key")
+        end
+      end
+    end
+
+    define_method(:"test_#{name}_a_block_that_raises_leaves_the_stale_value_for_the_window") do
+      cache = layout_store(tiers, logger: Logger.new(File::NULL, level: :debug))
+      cache.write("key", "old", expires_in: 60)
+
+      travel 61.seconds do
+        assert_raises(ArgumentError) do
+          cache.fetch("key", race_condition_ttl: 10) do
+            assert_equal "old", cache.read("key")
+            raise ArgumentError
+          end
+        end
+        assert_equal "old", cache.read("key")
+      end
+      travel 91.seconds do
+        assert_nil cache.read("key")
+      end
+    end
+
+    define_method(:"test_#{name}_others_read_and_fetch_the_stale_value_in_real_time") do
+      cache = layout_store(tiers)
+      other_host = layout_store(tiers, l1_path: File.join(@tmpdir, "other-host.l1")) if tiers.include?(:memcached)
+      expires_at = Time.now.to_f + 0.2
+      cache.write("key", "old", expires_in: 0.2, race_condition_ttl: 10)
+      # Not by reading: a read of an expired entry deletes it, in Rails' stores as here.
+      wait_until { Time.now.to_f > expires_at }
+
+      seen = nil
+      value = cache.fetch("key", race_condition_ttl: 10) do
+        seen = [cache.read("key")]
+        seen += Thread.new do
+          [cache.read("key"), cache.fetch("key") { "computed by another thread" },
+            other_host&.fetch("key") { "computed by another host" }]
+        end.value
+        "new"
+      end
+
+      assert_equal "new", value
+      expected = ["old", "old", "old"]
+      expected << (other_host && "old")
+      assert_equal expected, seen
+      assert_equal "new", cache.read("key")
+    end
+  end
+
+  # L1 and memcached lost the entry (evicted, restarted) while the SQL tier keeps it through the
+  # window: the fetch wins memcached's lease and finds the stale entry below. Putting it back and
+  # then writing the new value must not be refused as a fill over a value stored since.
+  def test_a_stale_entry_only_the_sql_tier_still_holds_is_put_back_and_replaced
+    cache = layout_store(LAYOUTS[:l1_memcached_sql])
+    expires_at = Time.now.to_f + 0.2
+    cache.write("key", "old", expires_in: 0.2, race_condition_ttl: 10)
+    key = tier_key(cache, "key")
+    cache.stack[:l1].delete(key)
+    cache.stack[:l2].delete(key)
+    wait_until { Time.now.to_f > expires_at }
+
+    seen = nil
+    value = cache.fetch("key", race_condition_ttl: 10) do
+      seen = [cache.read("key"), Thread.new { cache.fetch("key") { "computed by another thread" } }.value]
+      "new"
+    end
+
+    assert_equal "new", value
+    assert_equal ["old", "old"], seen
+    assert_equal "new", cache.read("key")
+    assert_equal({}, cache.stats[:failures])
+  end
+
+  private
+
+  def layout_store(tiers, logger: nil, l1_path: table_path)
+    options = {namespace: @namespace}
+    options[:l1] = {path: l1_path, size: TABLE_SIZE} if tiers.include?(:l1)
+    options[:memcached] = {servers: Strata::TestSupport.memcached_servers, timeout: 2} if tiers.include?(:memcached)
+    options[:sql] = {path: File.join(@tmpdir, "l3.sqlite3")} if tiers.include?(:sql)
+    cache = ActiveSupport::Cache::StrataStore.new(**options)
+    cache.logger = logger
+    @stores << cache
+    cache
+  end
+end
