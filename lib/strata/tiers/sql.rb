@@ -69,8 +69,11 @@ module Strata
     # Thread and process safety: any thread of any process may call any method; each call checks
     # a connection out of the pool for its statements and returns it. A forked child opens its
     # own connections (the embedded pool and Active Record both start afresh after fork). SQLite
-    # takes one writer at a time across processes; a writer waits up to busy_timeout, and with the sqlite3
-    # gem 1.x it waits holding Ruby's GVL, so keep busy_timeout short.
+    # takes one writer at a time across processes; a writer on the embedded file waits up to
+    # busy_timeout for the lock, sleeping in Ruby so that the process's other threads run
+    # meanwhile (Embedded.wait_for_locks). On an app's SQLite connection_class the adapter's own
+    # wait applies: Active Record 7.1 and 7.2 set SQLite's busy_timeout, which waits holding
+    # Ruby's GVL (every thread of the process stops meanwhile), so keep its timeout short.
     #
     # Failure: any database error (refused or lost connection, lock or statement timeout, missing
     # table) raises Strata::TierError with tier :l3, Strata::RetryableError when a retry may pass
