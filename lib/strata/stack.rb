@@ -336,7 +336,7 @@ module Strata
     # the copies above end up its value or absent: its own writes above come after every earlier
     # writer's, and a slower writer's copies above are dropped by that writer's own check.
     def settle(key, bytes, lowest)
-      current = safely(lowest) { @tiers[lowest].get(key) }
+      current = safely(lowest) { @tiers[lowest].peek(key) } # not the app's read: uncounted
       return if current.nil? ? false : current == bytes
 
       (lowest - 1).downto(0) { |index| drop(key, index) }
@@ -361,7 +361,7 @@ module Strata
       lowest.reject { |_key, index| index.zero? }.group_by { |_key, index| index }.each do |index, pairs|
         keys = pairs.map(&:first)
         current = begin
-          @tiers[index].get_multi(keys)
+          @tiers[index].peek_multi(keys)
         rescue TierError => error
           partial_result(error, index)
         end

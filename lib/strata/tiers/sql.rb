@@ -167,29 +167,30 @@ module Strata
       end
 
       def get(key)
-        check_key(key)
-        rows = @database.run(:get) { |c| @database.select(c, :get, statements.get, [key_hash(key), binary(key), Entry.now]) }
-        count(rows.empty? ? :misses : :hits)
-        rows.empty? ? nil : rows.first.first
+        bytes = peek(key)
+        count(bytes ? :hits : :misses)
+        bytes
       end
 
       def get_multi(keys)
         return {} if keys.empty?
 
-        keys.each { |key| check_key(key) }
-        wanted = keys.to_h { |key| [key.b, key] }
-        found = {}
-        @database.run(:get_multi) do |c|
-          wanted.keys.each_slice(Statements::MAX_IN_LIST) do |slice| # bound: keys.size / MAX_IN_LIST statements
-            select_in_list(c, slice).each do |stored_key, value|
-              key = wanted[stored_key] # nil for a row whose hash collides with a wanted key's
-              found[key] = value if key
-            end
-          end
-        end
+        found, wanted = select_many(keys)
         count(:hits, found.size)
-        count(:misses, wanted.size - found.size)
+        count(:misses, wanted - found.size)
         found
+      end
+
+      # #get without counting a hit or miss (see Tier#peek).
+      def peek(key)
+        check_key(key)
+        rows = @database.run(:get) { |c| @database.select(c, :get, statements.get, [key_hash(key), binary(key), Entry.now]) }
+        rows.empty? ? nil : rows.first.first
+      end
+
+      # #get_multi without counting hits or misses (see Tier#peek_multi).
+      def peek_multi(keys)
+        select_many(keys).first
       end
 
       # For a read-through fill: [bytes, nil] when key is live, else [nil, token] for
@@ -422,6 +423,24 @@ module Strata
       # Binds of the set and add statements (see Statements).
       def write_binds(key, bytes, ttl, now, hash = key_hash(key))
         [hash, binary(key), binary(bytes), expires_at(ttl, now), now, key.bytesize + bytes.bytesize]
+      end
+
+      # [{key => bytes} for the live keys among keys, the number of distinct keys asked for].
+      def select_many(keys)
+        return [{}, 0] if keys.empty?
+
+        keys.each { |key| check_key(key) }
+        wanted = keys.to_h { |key| [key.b, key] }
+        found = {}
+        @database.run(:get_multi) do |c|
+          wanted.keys.each_slice(Statements::MAX_IN_LIST) do |slice| # bound: keys.size / MAX_IN_LIST statements
+            select_in_list(c, slice).each do |stored_key, value|
+              key = wanted[stored_key] # nil for a row whose hash collides with a wanted key's
+              found[key] = value if key
+            end
+          end
+        end
+        [found, wanted.size]
       end
 
       # Rows [key, value] for up to Statements::MAX_IN_LIST binary keys.
