@@ -22,6 +22,21 @@ class StrataStoreInAnAppTest < Strata::StoreCase
     assert_equal 1, cache.stack[:l3].stats[:hits]
   end
 
+  # Another process holds the SQLite file's write lock: the write's SQL half fails (and so does
+  # dropping the old row), so the write is false: L1's copy is new, but once L1 lets it go the
+  # SQL tier would answer with the value it replaced.
+  def test_a_write_whose_sql_half_failed_is_false
+    cache = build_store(sql: sql(busy_timeout: 0))
+    cache.write("key", "old")
+    locker = SQLite3::Database.new(sql[:path])
+    locker.execute("BEGIN IMMEDIATE")
+
+    reports = capture_reports { refute cache.write("key", "new") }
+    assert_equal [:l3], reports.map { |report| report[:context][:tier] }.uniq
+  ensure
+    locker&.close
+  end
+
   private
 
   def sql(**options)
