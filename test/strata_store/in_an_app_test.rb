@@ -1,6 +1,9 @@
 # frozen_string_literal: true
 
 require_relative "store_case"
+require "logger"
+require "socket"
+require "stringio"
 
 # What an app meets with the SQL tier under L1: the tier's stats, writes that fail in one tier,
 # values too large for some tiers, and how failures reach the log and the error reporter.
@@ -37,7 +40,86 @@ class StrataStoreInAnAppTest < Strata::StoreCase
     locker&.close
   end
 
+  # A dead memcached fails every call: each failure is counted, but its kind is reported and
+  # logged once, not once per call.
+  def test_an_outage_is_reported_and_logged_once_and_the_rest_counted
+    log = StringIO.new
+    cache = build_store(memcached: {servers: ["127.0.0.1:#{closed_port}"], connect_timeout: 0.2})
+    cache.logger = Logger.new(log)
+
+    reports = capture_reports do
+      20.times do |i|
+        cache.read("key-#{i}")
+        cache.write("key-#{i}", i)
+      end
+    end
+    kinds = reports.map { |report| [report[:context][:tier], report[:error].class, report[:context][:server]] }
+    assert_equal kinds.uniq, kinds, "one report per tier, error class and server"
+    assert_equal [:l2], kinds.map(&:first).uniq
+
+    stats = cache.stats
+    failed = stats[:failures].values.sum
+    assert_operator failed, :>=, 40, "every failed call is counted"
+    assert_equal failed - reports.size, stats[:unreported]
+    assert_equal reports.size, log.string.lines.grep(/StrataStore l2/).size, "each report is logged once"
+  end
+
+  # With no error_reporter subscriber (a Rails app's default) a failure still reaches the log:
+  # the store's logger, else Rails.logger.
+  def test_a_failure_reaches_rails_logger_when_the_store_has_no_logger
+    log = StringIO.new
+    rails_logger = Logger.new(log)
+    defined_here = !defined?(::Rails)
+    Object.const_set(:Rails, Module.new) if defined_here
+    ::Rails.singleton_class.send(:define_method, :logger) { rails_logger } unless ::Rails.respond_to?(:logger)
+    cache = build_store(memcached: {servers: ["127.0.0.1:#{closed_port}"], connect_timeout: 0.2})
+    cache.logger = nil
+
+    cache.read("key")
+    assert_match(/StrataStore l2 .*Strata::/, log.string)
+  ensure
+    Object.send(:remove_const, :Rails) if defined_here
+  end
+
+  # A value too large for L1 (but not for the SQL tier) is stored in the SQL tier, read back from
+  # it, counted every time and reported once. One too large for every tier is computed by each
+  # fetch (nothing can keep it) and reported once per tier.
+  def test_a_value_too_large_for_a_tier_is_stored_below_counted_and_reported_once
+    cache = build_store(l1: {size: 4 << 20, segment_size: 64 << 10}, sql: sql(max_value_size: 200_000))
+    large = "x" * 100_000
+    reports = capture_reports do
+      5.times { |i| assert cache.write("large", large + i.to_s) }
+      assert_equal "#{large}4", cache.read("large")
+    end
+    assert_equal [[Strata::ValueTooLargeError, :l1]], reports.map { |report| [report[:error].class, report[:context][:tier]] }
+
+    runs = 0
+    huge = "y" * 300_000
+    reports = capture_reports do
+      3.times do
+        value = cache.fetch("huge") do
+          runs += 1
+          huge
+        end
+        assert_equal huge, value
+      end
+    end
+    assert_equal 3, runs
+    assert_equal [:l3], reports.map { |report| report[:context][:tier] }, "L1's refusal was reported already"
+    stats = cache.stats
+    assert_operator stats[:too_large][:l1], :>=, 8
+    assert_equal 3, stats[:too_large][:l3]
+    assert_equal 3, stats[:tiers][:l3][:too_large]
+  end
+
   private
+
+  def closed_port
+    server = TCPServer.new("127.0.0.1", 0)
+    server.addr[1]
+  ensure
+    server&.close
+  end
 
   def sql(**options)
     {path: File.join(@tmpdir, "l3.sqlite3")}.merge(options)

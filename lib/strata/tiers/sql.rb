@@ -149,7 +149,7 @@ module Strata
         @statements = nil
         @lock = Mutex.new # guards @writes and @counters
         @writes = 0
-        @counters = {hits: 0, misses: 0, sets: 0, deletes: 0, expiry_passes: 0, expired: 0, evicted: 0}
+        @counters = {hits: 0, misses: 0, sets: 0, deletes: 0, too_large: 0, expiry_passes: 0, expired: 0, evicted: 0}
         @database = if path
           open_embedded(File.expand_path(path.to_s), pool || DEFAULTS[:pool], busy_timeout || DEFAULTS[:busy_timeout])
         else
@@ -242,6 +242,7 @@ module Strata
         count(:sets, results.size - refused.size)
         return results if refused.empty?
 
+        count(:too_large, refused.size)
         error = too_large(refused.first, entries[refused.first])
         raise PartialError.new("#{refused.size} values over max_value_size, first: #{error.message}",
           result: results, tier: :l3), cause: error
@@ -348,7 +349,10 @@ module Strata
       # always does).
       def write(operation, key, bytes, ttl, token = nil)
         check_value(key, bytes)
-        raise too_large(key, bytes) if bytes.bytesize > @max_value_size
+        if bytes.bytesize > @max_value_size
+          count(:too_large)
+          raise too_large(key, bytes)
+        end
 
         expires_in = check_ttl(ttl)
         @database.run(operation) do |c| # statements and binds read the dialect: a closed tier raises inside
