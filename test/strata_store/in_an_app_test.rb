@@ -110,6 +110,9 @@ class StrataStoreInAnAppTest < Strata::StoreCase
     assert_operator stats[:too_large][:l1], :>=, 8
     assert_equal 3, stats[:too_large][:l3]
     assert_equal 3, stats[:tiers][:l3][:too_large]
+
+    refute cache.write("huge", huge), "no tier can hold it"
+    assert_equal 1, cache.stats[:too_large][:every_tier]
   end
 
   private

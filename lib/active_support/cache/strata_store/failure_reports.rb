@@ -20,7 +20,8 @@ module ActiveSupport
       # and watching successes would cost every hit.
       #
       # A value too large for a tier is no outage but a size that tier can never take: it is told
-      # once per tier for the store's life, and counted per tier (too_large).
+      # once per tier for the store's life, and counted per tier (too_large; :every_tier for a
+      # value that no tier could hold, which the write then stored nowhere).
       #
       # Thread safety: one Mutex around the counts, taken on failures only.
       class FailureReports
@@ -46,7 +47,7 @@ module ActiveSupport
           now = @clock.call
           @lock.synchronize do
             @failures[error.class.name] += 1
-            @too_large[tier] += 1 if too_large
+            @too_large[tier || :every_tier] += 1 if too_large
             kind = [tier, error.class, server]
             told = @kinds[kind]
             if told && (too_large || now - told[0] < @interval)
