@@ -26,6 +26,13 @@ class StackTest < Minitest::Test
     end
   end
 
+  # Makes tier's writes (set, set_multi) fail as a tier's do; its reads and deletes still work.
+  def fail_writes(tier)
+    failure = Strata::TierError.new("write failed", tier: :bottom)
+    tier.define_singleton_method(:set) { |*, **| raise failure }
+    tier.define_singleton_method(:set_multi) { |*, **| raise failure }
+  end
+
   def entry(payload = "value", expires_at: 0)
     Entry.encode(payload, flags: Entry::UTF8, expires_at: expires_at)
   end
@@ -109,6 +116,44 @@ class StackTest < Minitest::Test
 
     assert_raises(Strata::ValueTooLargeError) { @stack.set("key", entry("x" * 5_000_000)) }
     assert_nil @stack.get("key")
+  end
+
+  # A tier that failed the write keeps the value the write replaces until it is dropped: a true
+  # write would let it come back once the top lets the new value go.
+  def test_a_write_the_bottom_failed_and_could_not_drop_is_false
+    @stack.set("key", entry("old"))
+
+    with_shard_locked(@bottom, "key") { refute @stack.set("key", entry("new")) }
+    assert_includes @errors, [Strata::RetryableError, :bottom]
+  end
+
+  def test_a_write_the_bottom_failed_drops_its_old_copy_and_is_true
+    @stack.set("key", entry("old"))
+    fail_writes(@bottom)
+
+    assert @stack.set("key", entry("new"))
+    assert_includes @errors, [Strata::TierError, :bottom]
+    assert_nil @bottom.get("key")
+    @top.delete("key") # the top lets it go (an eviction)
+    assert_nil @stack.get("key"), "never the value the write replaced"
+  end
+
+  def test_set_multi_drops_what_a_failed_tier_held
+    @stack.set_multi({"a" => entry("old"), "b" => entry("old")})
+    fail_writes(@bottom)
+
+    assert_equal({"a" => true, "b" => true}, @stack.set_multi({"a" => entry("new"), "b" => entry("new")}))
+    assert_nil @bottom.get("a")
+    assert_nil @bottom.get("b")
+  end
+
+  def test_set_multi_is_false_for_a_key_a_failed_tier_could_not_drop
+    @stack.set_multi({"key" => entry("old")})
+    fail_writes(@bottom)
+
+    results = with_shard_locked(@bottom, "key") { @stack.set_multi({"key" => entry("new")}) }
+    refute results["key"]
+    assert_equal entry("old"), @bottom.get("key"), "the value the write could not replace"
   end
 
   def test_set_multi_writes_every_tier

@@ -117,9 +117,11 @@ module Strata
       found
     end
 
-    # Store bytes in every tier, bottom-up. True when a tier stored it and none refused.
-    # A tier that refuses (or can't hold a value that large) has its old copy dropped, so it can't
-    # serve a stale value. Raises Strata::ValueTooLargeError when no tier could hold the value.
+    # Store bytes in every tier, bottom-up. True when a tier stored it, none refused, and every
+    # tier that failed now reads key as a miss. A tier that refuses, fails (see #write_tiers) or
+    # can't hold a value that large has its old copy dropped, so it can't serve the value this
+    # write replaced; false when that drop failed too. Raises Strata::ValueTooLargeError when no
+    # tier could hold the value.
     # With the fill of a read-through that found nothing, or that holds a lease (or lost one):
     # the fill protocol of SingleFlight instead (#fill_write); false when the fill was dropped.
     #
@@ -149,10 +151,12 @@ module Strata
     end
 
     # #set for many keys: one multi-key call per tier, bottom-up, then one settle read per tier
-    # (#settle_multi). A Hash of key => true when a tier stored it and none refused. A tier that
-    # refuses a key (or can't hold its value) has its old copy dropped; a tier that fails is
-    # reported, and the keys it answered for (PartialError) count. Counter bytes go one by one
-    # through #set, which keeps them out of the tiers without counters.
+    # (#settle_multi). A Hash of key => true when a tier stored it, none refused, and every tier
+    # that failed on it reads it as a miss. A tier that refuses a key (or can't hold its value)
+    # has its old copy dropped; a tier that fails is reported, the keys it answered for
+    # (PartialError) count, and the others are dropped from it in one call: a key it still can't
+    # drop is false. Counter bytes go one by one through #set, which keeps them out of the tiers
+    # without counters.
     def set_multi(entries, ttl: nil)
       counters, plain = entries.partition { |_key, bytes| @counters && Entry.counter?(bytes) }
       results = counters.to_h { |key, bytes| [key, set(key, bytes, ttl: ttl)] }
@@ -163,6 +167,8 @@ module Strata
       refused = {}
       @bottom_up.each do |index|
         stored, reported = set_multi_on(index, plain, ttl)
+        # Keys the tier failed on: it may still hold the values these writes replace.
+        drop_unanswered(plain, stored, index, refused) if reported && stored.size < plain.size
         refusals = 0
         stored.each do |key, ok|
           next lowest[key] ||= index if ok
@@ -296,26 +302,53 @@ module Strata
     private
 
     # Yields each tier, in the order of indexes, for a write; true when some tier's write returned
-    # true. A tier that can't hold a value that large has its old copy dropped (and is reported
-    # when another tier stored the value); a tier that fails is reported and skipped. Raises
+    # true and every tier that failed now reads key as a miss. A tier that can't hold a value that
+    # large has its old copy dropped (and is reported when another tier stored the value); a tier
+    # that fails is reported and its old copy dropped too: a failed write may have left the value
+    # it was to replace, which would come back once the tiers above let the new one go (an L1
+    # eviction). A drop that fails as well makes the write false. Raises
     # Strata::ValueTooLargeError when no tier stored the value.
     def write_tiers(key, indexes)
       stored = false
+      stale = false # a tier failed and may still hold an older value
       too_large = nil
       indexes.each do |index|
         stored = true if yield(@tiers[index], index)
       rescue ValueTooLargeError => error
         too_large = [error, index]
-        drop(key, index)
+        stale = true unless dropped?(key, index)
       rescue TierError => error
         failed(error, index)
+        stale = true unless dropped?(key, index)
       end
       if too_large
         raise too_large.first unless stored
 
         failed(*too_large) # the caller hears of it, though another tier holds the value
       end
-      stored
+      stored && !stale
+    end
+
+    # #drop, and whether it went through (a failure is reported).
+    def dropped?(key, index)
+      @tiers[index].delete(key)
+      true
+    rescue TierError => error
+      failed(error, index)
+      false
+    end
+
+    # After tier index's set_multi of entries failed for the keys missing from stored: drops
+    # them there in one call, and marks in refused those it could not drop (the tier may still
+    # hold the values the write replaces).
+    def drop_unanswered(entries, stored, index, refused)
+      unanswered = entries.keys.reject { |key| stored.key?(key) }
+      dropped = begin
+        @tiers[index].delete_multi(unanswered)
+      rescue TierError => error
+        partial_result(error, index)
+      end
+      unanswered.each { |key| refused[key] = true unless dropped.key?(key) }
     end
 
     # Yields each tier bottom-up for a delete or invalidate of key (a tier that fails is reported
@@ -336,7 +369,7 @@ module Strata
     # the copies above end up its value or absent: its own writes above come after every earlier
     # writer's, and a slower writer's copies above are dropped by that writer's own check.
     def settle(key, bytes, lowest)
-      current = safely(lowest) { @tiers[lowest].get(key) }
+      current = safely(lowest) { @tiers[lowest].peek(key) } # not the app's read: uncounted
       return if current.nil? ? false : current == bytes
 
       (lowest - 1).downto(0) { |index| drop(key, index) }
@@ -361,7 +394,7 @@ module Strata
       lowest.reject { |_key, index| index.zero? }.group_by { |_key, index| index }.each do |index, pairs|
         keys = pairs.map(&:first)
         current = begin
-          @tiers[index].get_multi(keys)
+          @tiers[index].peek_multi(keys)
         rescue TierError => error
           partial_result(error, index)
         end

@@ -38,6 +38,18 @@ module Strata
       end
     end
 
+    # Optional. #get for the stack's read-back of its own write (Stack#settle): a tier that keeps
+    # hit and miss counts leaves them alone, so that they count the app's reads only.
+    def peek(key)
+      get(key)
+    end
+
+    # Optional. #get_multi for the stack's read-back of its own writes (Stack#settle_multi),
+    # uncounted like #peek.
+    def peek_multi(keys)
+      get_multi(keys)
+    end
+
     # Optional. Stores each key => bytes; a Hash of key => true when stored. A value the tier
     # can't hold is false, with the key's old copy gone, and the call then raises
     # Strata::PartialError (caused by the ValueTooLargeError) holding the results; the other

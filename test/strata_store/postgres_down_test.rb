@@ -39,7 +39,8 @@ class StrataStorePostgresDownTest < Strata::StoreCase
     reports = capture_reports do
       assert_equal "value 2", cache.fetch("committed-2") { flunk "L1 still holds it" }
       assert_nil cache.read("committed-1"), "PostgreSQL is down and L1 never had it: a miss"
-      assert cache.write("during", "written while down"), "L1 took the write"
+      # False: PostgreSQL may still hold an older value once it is back. L1 takes it all the same.
+      refute cache.write("during", "written while down")
       assert_equal "written while down", cache.read("during")
     end
     assert(reports.any? { |report| report[:context][:tier] == :l3 }, "the failed SQL writes and reads are reported")

@@ -2,12 +2,14 @@
 
 require "test_helper"
 require "support/sql_tier_contract"
+require "support/waiting"
 require "timeout"
 
 # Tiers::SQL on its embedded SQLite file: the contract (SqlTierContract), then what only the
 # embedded database has: a file of its own, its pragmas, reopening, a busy lock, the options.
 class SqlTierTest < Minitest::Test
   include Strata::TestSupport::SqlTierContract
+  include Strata::Waiting
 
   # Stands for an app's abstract class on a SQLite database of its own.
   class AppRecord < ActiveRecord::Base
@@ -145,6 +147,68 @@ class SqlTierTest < Minitest::Test
     assert tier.set("k", "v")
   ensure
     locker&.close
+  end
+
+  # A write waits for another connection's write lock in Ruby's sleep, not in SQLite's
+  # busy_timeout, which holds the GVL: a second thread keeps running meanwhile, and the write goes
+  # through once the lock is let go. (With SQLite's busy_timeout nothing else runs until the wait
+  # ends and the write fails as busy.)
+  def test_a_write_waiting_for_the_lock_lets_the_other_threads_run
+    tier = build_tier(busy_timeout: 10)
+    tier.get("warm") # the pooled connection is open before the lock is taken
+    locker = SQLite3::Database.new(@path)
+    locker.execute("BEGIN IMMEDIATE")
+    writer = Thread.new { tier.set("k", "v") }
+    assert wait_until { writer.status == "sleep" || !writer.alive? }
+    assert writer.alive?, "the writer waits for the lock"
+
+    ticks = 0
+    runner = Thread.new do
+      loop do
+        ticks += 1
+        Thread.pass
+      end
+    end
+    assert wait_until { ticks >= 1_000 }, "another thread runs while the writer waits"
+    assert writer.alive?, "the writer is still waiting for the lock"
+
+    locker.commit
+    assert writer.value
+    assert_equal "v", tier.get("k")
+  ensure
+    runner&.kill&.join
+    writer&.join rescue nil # rubocop:disable Style/RescueModifier -- its failure is asserted above
+    locker&.close
+  end
+
+  # An interrupt (Timeout, Thread#raise) that reaches a write waiting for the lock ends the wait
+  # and is raised in the writer; the pooled connection is left usable. (Raised inside SQLite's
+  # busy handler, it would unwind through sqlite3_step and leave the connection's mutex held:
+  # its next statement hangs the process, holding the GVL.) In a child, so that a hang fails.
+  def test_an_interrupt_ends_a_lock_wait_and_leaves_the_connection_usable
+    pid = fork_child do
+      tier = build_tier(pool: 1, busy_timeout: 10)
+      tier.get("warm")
+      locker = SQLite3::Database.new(@path)
+      locker.execute("BEGIN IMMEDIATE")
+      writer = Thread.new { tier.set("k", "interrupted") }
+      writer.report_on_exception = false
+      wait_until { writer.status == "sleep" } or raise "the writer never waited"
+      writer.raise(Timeout::Error, "interrupt while waiting for the lock")
+      raised = begin
+        writer.join
+        nil
+      rescue Timeout::Error => e
+        e
+      end
+      raise "the interrupt did not reach the writer" unless raised
+
+      locker.rollback
+      Thread.new { tier.set("k", "next") }.value && tier.get("k") == "next"
+    end
+    status = reap(pid, DEADLINE) || (Process.kill(:KILL, pid) && reap(pid, DEADLINE) && nil)
+
+    assert status&.success?, "the child finished, the pooled connection usable: #{status.inspect}"
   end
 
   def test_the_table_has_no_autoincrement

@@ -10,6 +10,7 @@ require "strata"
 require "strata/entry"
 require "strata/stack"
 require "active_support/cache/strata_store/codec"
+require "active_support/cache/strata_store/failure_reports"
 require "active_support/cache/strata_store/unobserved_reads"
 
 module ActiveSupport
@@ -89,7 +90,7 @@ module ActiveSupport
         sql = options.delete(:sql)
         fill_wait = options.delete(:fill_wait) { Strata::Stack::DEFAULT_FILL_WAIT }
         @codec = build_codec(options)
-        @failures = Concurrent::Map.new
+        @failures = FailureReports.new
         # The base store's coder would go unused: Codec encodes entries, whatever the cache format
         # version (docs/compatibility.md).
         super(options.merge(coder: nil))
@@ -179,9 +180,9 @@ module ActiveSupport
         @stack.clear
       end
 
-      # The tiers' statistics and this store's failure counts by error class.
+      # The tiers' statistics and this store's failure counts (FailureReports#stats).
       def stats
-        {tiers: @stack.stats, failures: @failures.each_pair.to_h}
+        {tiers: @stack.stats}.merge!(@failures.stats)
       end
 
       # Release the table mapping. The store can't be used afterwards.
@@ -482,13 +483,26 @@ module ActiveSupport
         fallback
       end
 
-      # Also the stack's on_error, called once per failed tier.
+      # Also the stack's on_error, called once per failed tier. Every failure is counted; the
+      # first of an outage is logged (the store's logger, else Rails.logger) and reported to
+      # ActiveSupport.error_reporter, the rest are held back (see FailureReports for what an
+      # outage is). A report after some were held back gives their number (context :unreported).
       def report_failure(error, tier = nil)
         tier ||= error.tier if error.respond_to?(:tier)
-        @failures.compute(error.class.name) { |count| (count || 0) + 1 }
-        logger&.error("StrataStore #{tier || "-"} #{error.class}: #{error.message}")
+        held = @failures.record(error, tier)
+        return unless held
+
+        server = error.server if error.respond_to?(:server)
+        failure_logger&.warn("StrataStore #{tier || "-"}#{" #{server}" if server} #{error.class}: #{error.message}" \
+          "#{" (#{held} more since the last report)" if held > 0}")
         ActiveSupport.error_reporter&.report(error, handled: true, severity: :warning, source: SOURCE,
-          context: {tier: tier}.compact)
+          context: {tier: tier, server: server, unreported: (held if held > 0)}.compact)
+      end
+
+      # Where failures are logged: the store's logger, or Rails' when the store has none (Rails
+      # gives cache stores no logger of their own).
+      def failure_logger
+        logger || (::Rails.logger if defined?(::Rails) && ::Rails.respond_to?(:logger))
       end
     end
   end

@@ -69,8 +69,11 @@ module Strata
     # Thread and process safety: any thread of any process may call any method; each call checks
     # a connection out of the pool for its statements and returns it. A forked child opens its
     # own connections (the embedded pool and Active Record both start afresh after fork). SQLite
-    # takes one writer at a time across processes; a writer waits up to busy_timeout, and with the sqlite3
-    # gem 1.x it waits holding Ruby's GVL, so keep busy_timeout short.
+    # takes one writer at a time across processes; a writer on the embedded file waits up to
+    # busy_timeout for the lock, sleeping in Ruby so that the process's other threads run
+    # meanwhile (Embedded.wait_for_locks). On an app's SQLite connection_class the adapter's own
+    # wait applies: Active Record 7.1 and 7.2 set SQLite's busy_timeout, which waits holding
+    # Ruby's GVL (every thread of the process stops meanwhile), so keep its timeout short.
     #
     # Failure: any database error (refused or lost connection, lock or statement timeout, missing
     # table) raises Strata::TierError with tier :l3, Strata::RetryableError when a retry may pass
@@ -146,7 +149,7 @@ module Strata
         @statements = nil
         @lock = Mutex.new # guards @writes and @counters
         @writes = 0
-        @counters = {hits: 0, misses: 0, sets: 0, deletes: 0, expiry_passes: 0, expired: 0, evicted: 0}
+        @counters = {hits: 0, misses: 0, sets: 0, deletes: 0, too_large: 0, expiry_passes: 0, expired: 0, evicted: 0}
         @database = if path
           open_embedded(File.expand_path(path.to_s), pool || DEFAULTS[:pool], busy_timeout || DEFAULTS[:busy_timeout])
         else
@@ -164,29 +167,30 @@ module Strata
       end
 
       def get(key)
-        check_key(key)
-        rows = @database.run(:get) { |c| @database.select(c, :get, statements.get, [key_hash(key), binary(key), Entry.now]) }
-        count(rows.empty? ? :misses : :hits)
-        rows.empty? ? nil : rows.first.first
+        bytes = peek(key)
+        count(bytes ? :hits : :misses)
+        bytes
       end
 
       def get_multi(keys)
         return {} if keys.empty?
 
-        keys.each { |key| check_key(key) }
-        wanted = keys.to_h { |key| [key.b, key] }
-        found = {}
-        @database.run(:get_multi) do |c|
-          wanted.keys.each_slice(Statements::MAX_IN_LIST) do |slice| # bound: keys.size / MAX_IN_LIST statements
-            select_in_list(c, slice).each do |stored_key, value|
-              key = wanted[stored_key] # nil for a row whose hash collides with a wanted key's
-              found[key] = value if key
-            end
-          end
-        end
+        found, wanted = select_many(keys)
         count(:hits, found.size)
-        count(:misses, wanted.size - found.size)
+        count(:misses, wanted - found.size)
         found
+      end
+
+      # #get without counting a hit or miss (see Tier#peek).
+      def peek(key)
+        check_key(key)
+        rows = @database.run(:get) { |c| @database.select(c, :get, statements.get, [key_hash(key), binary(key), Entry.now]) }
+        rows.empty? ? nil : rows.first.first
+      end
+
+      # #get_multi without counting hits or misses (see Tier#peek_multi).
+      def peek_multi(keys)
+        select_many(keys).first
       end
 
       # For a read-through fill: [bytes, nil] when key is live, else [nil, token] for
@@ -238,6 +242,7 @@ module Strata
         count(:sets, results.size - refused.size)
         return results if refused.empty?
 
+        count(:too_large, refused.size)
         error = too_large(refused.first, entries[refused.first])
         raise PartialError.new("#{refused.size} values over max_value_size, first: #{error.message}",
           result: results, tier: :l3), cause: error
@@ -344,7 +349,10 @@ module Strata
       # always does).
       def write(operation, key, bytes, ttl, token = nil)
         check_value(key, bytes)
-        raise too_large(key, bytes) if bytes.bytesize > @max_value_size
+        if bytes.bytesize > @max_value_size
+          count(:too_large)
+          raise too_large(key, bytes)
+        end
 
         expires_in = check_ttl(ttl)
         @database.run(operation) do |c| # statements and binds read the dialect: a closed tier raises inside
@@ -419,6 +427,24 @@ module Strata
       # Binds of the set and add statements (see Statements).
       def write_binds(key, bytes, ttl, now, hash = key_hash(key))
         [hash, binary(key), binary(bytes), expires_at(ttl, now), now, key.bytesize + bytes.bytesize]
+      end
+
+      # [{key => bytes} for the live keys among keys, the number of distinct keys asked for].
+      def select_many(keys)
+        return [{}, 0] if keys.empty?
+
+        keys.each { |key| check_key(key) }
+        wanted = keys.to_h { |key| [key.b, key] }
+        found = {}
+        @database.run(:get_multi) do |c|
+          wanted.keys.each_slice(Statements::MAX_IN_LIST) do |slice| # bound: keys.size / MAX_IN_LIST statements
+            select_in_list(c, slice).each do |stored_key, value|
+              key = wanted[stored_key] # nil for a row whose hash collides with a wanted key's
+              found[key] = value if key
+            end
+          end
+        end
+        [found, wanted.size]
       end
 
       # Rows [key, value] for up to Statements::MAX_IN_LIST binary keys.

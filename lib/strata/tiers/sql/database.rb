@@ -22,6 +22,12 @@ module Strata
         NO_BINDS = [].freeze
         # How many times #run runs a block that the database rolled back as a deadlock's victim.
         DEADLOCK_ATTEMPTS = 3
+        # On the embedded pool's connections, #run holds interrupts (Timeout, Thread#raise) off
+        # while the block runs: one raised inside SQLite's busy handler (Embedded.wait_for_locks)
+        # would unwind through sqlite3_step with the connection's mutex held. A pending interrupt
+        # ends a lock wait at once instead, and is raised as the block returns or fails: it waits
+        # for the statements that are running, never for a lock.
+        HOLD_INTERRUPTS = {Object => :never}.freeze
 
         attr_reader :connection_class
 
@@ -63,7 +69,7 @@ module Strata
         # deadlock's victim runs again (see #rerun_deadlocked), so it must be safe to run twice.
         def run(operation, &)
           guarded(operation) do
-            next @sqlite_pool.with(&) if @sqlite_pool
+            next @sqlite_pool.with { |db| Thread.handle_interrupt(HOLD_INTERRUPTS) { yield db } } if @sqlite_pool
 
             @connection_class.connection_pool.with_connection do |c|
               c.transaction_open? ? isolated(c, &) : rerun_deadlocked(c, &)

@@ -18,6 +18,9 @@ module Strata
         PRAGMAS = {journal_mode: :wal, synchronous: :normal}.freeze
         # Seconds a statement waits for a free connection of the pool (Active Record's default).
         CHECKOUT_TIMEOUT = 5
+        # Seconds a statement sleeps between SQLite's tries at another connection's lock (see
+        # #wait_for_locks): sqlite3 2.x's busy_handler_timeout= sleeps as long.
+        BUSY_SLEEP = 0.001
         @sequence = 0
         @sequence_lock = Mutex.new
 
@@ -45,14 +48,40 @@ module Strata
         end
 
         # A pool of SQLite3::Database connections to the file at path, configured as
-        # connection_class's are (WAL, synchronous NORMAL, busy_timeout): the tier's data
-        # statements run on these (see Database).
+        # connection_class's are (WAL, synchronous NORMAL), each waiting up to busy_timeout for
+        # another writer's lock (#wait_for_locks): the tier's data statements run on these (see
+        # Database).
         def sqlite_pool(path, pool:, busy_timeout:)
           ResourcePool.new(size: pool, timeout: CHECKOUT_TIMEOUT) do
             db = ::SQLite3::Database.new(path)
-            db.busy_timeout((busy_timeout * 1000).round)
+            wait_for_locks(db, busy_timeout)
             PRAGMAS.each { |name, value| db.execute("PRAGMA #{name} = #{value}") }
             db
+          end
+        end
+
+        # Makes db wait up to seconds for a lock another connection holds, sleeping in Ruby.
+        #
+        # SQLite's own busy_timeout sleeps inside sqlite3_step, which the sqlite3 gem (1.x and
+        # 2.x alike) calls holding Ruby's GVL: every other thread of the process stops for as long
+        # as the lock is held. SQLite calls a busy handler before each retry instead; this one
+        # sleeps BUSY_SLEEP in Ruby, which lets the other threads run, and gives up (the statement
+        # fails as busy) once seconds have passed since the wait began (count 0).
+        #
+        # sqlite3 2.x's busy_handler_timeout= does the same, but 1.x lacks it, and it lets an
+        # interrupt (Timeout, Thread#raise) raise inside the handler, unwinding through SQLite's
+        # C frames with the connection's mutex held. Here a pending interrupt ends the wait (the
+        # handler returns false, the statement fails as busy), and Database#run holds interrupts
+        # off until the statement is back in Ruby (Database::HOLD_INTERRUPTS).
+        def wait_for_locks(db, seconds)
+          deadline = nil # only the thread holding db (checked out of the pool) runs its handler
+          db.busy_handler do |count|
+            now = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+            deadline = now + seconds if count.zero?
+            next false if now >= deadline || Thread.pending_interrupt?
+
+            sleep(BUSY_SLEEP)
+            true
           end
         end
 
