@@ -3,10 +3,10 @@
 require_relative "store_case"
 require "securerandom"
 
-# delete_matched deletes only where it can see every key: with a tier that can't list its keys in
-# the stack (memcached; the SQL tier, for now) it raises NotImplementedError, as MemCacheStore
-# does, rather than count deletions while that tier keeps the keys to refill L1 with. A String
-# matcher is a glob, as with RedisCacheStore.
+# delete_matched deletes only where it can see every key (L1 and SQL list theirs): with memcached
+# in the stack it raises NotImplementedError, as MemCacheStore does, rather than count deletions
+# while memcached keeps the keys to refill L1 with. A String matcher is a glob, as with
+# RedisCacheStore.
 class StrataStoreDeleteMatchedTest < Strata::StoreCase
   def setup
     @namespace = "dm-#{SecureRandom.hex(6)}"
@@ -23,13 +23,29 @@ class StrataStoreDeleteMatchedTest < Strata::StoreCase
     end
   end
 
-  def test_with_the_sql_tier_in_the_stack_it_raises
+  def test_the_sql_tier_lists_its_keys_so_a_key_only_it_holds_is_deleted_too
     cache = build_store(sql: {path: File.join(@tmpdir, "l3.sqlite3")}, namespace: @namespace)
     cache.write("views/1", 1)
+    cache.write("views/2", 2)
+    cache.write("other", 3)
+    cache.write("views/gone", 4, expires_in: 60)
+    cache.delete("views/gone") # a tombstone row, not a live key
+    cache.stack[:l1].delete(tier_key(cache, "views/2")) # evicted from L1: only SQL holds it
 
-    error = assert_raises(NotImplementedError) { cache.delete_matched(/views/) }
-    assert_match(/\(l3\)/, error.message)
-    assert_equal 1, cache.read("views/1")
+    assert_equal 2, cache.delete_matched(/views/)
+    assert_nil cache.read("views/2")
+    assert_nil cache.read("views/1")
+    assert_equal 3, cache.read("other")
+  end
+
+  def test_the_sql_tier_alone_pages_through_its_keys
+    cache = track(ActiveSupport::Cache::StrataStore.new(sql: {path: File.join(@tmpdir, "l3.sqlite3")}, namespace: @namespace))
+    count = Strata::Tiers::SQL::Statements::KEYS_PAGE + 5
+    cache.write_multi((1..count).to_h { |n| ["views/#{n}", n] })
+    cache.write("other", 0)
+
+    assert_equal count, cache.delete_matched("views/*")
+    assert_equal({"other" => 0}, cache.read_multi("views/1", "views/#{count}", "other"))
   end
 
   def test_a_string_is_a_glob_on_the_key_without_the_namespace

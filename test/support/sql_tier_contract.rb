@@ -280,6 +280,17 @@ module Strata
         assert @tier.set("after", "v"), "the connection is usable again"
       end
 
+      def test_keys_lists_the_live_rows_only
+        @tier.set("live", "v")
+        @tier.set("lasting", "v", ttl: 60)
+        @tier.set("expired", "v", ttl: -1)
+        @tier.set("deleted", "v")
+        @tier.delete("deleted")
+        @tier.set("binary\xFF".b, "v")
+
+        assert_equal ["binary\xFF".b, "lasting", "live"], @tier.keys.map(&:b).sort
+      end
+
       def test_clear
         3.times { |i| @tier.set("c#{i}", "v") }
         assert @tier.clear

@@ -154,9 +154,9 @@ module ActiveSupport
       # a Regexp on the key without the namespace (as with MemoryStore), or a String glob (*, ?,
       # [...], \ escapes; as with RedisCacheStore). Visits every live key in the table.
       #
-      # Only when every tier can list its keys (L1 alone): memcached can't, and the SQL tier
-      # doesn't yet, so a key they hold would survive and refill L1. Then it raises
-      # NotImplementedError, as MemCacheStore does.
+      # Only when every tier can list its keys (L1 and SQL; a scan of the SQL table): memcached
+      # can't, so a key it holds would survive and refill L1. With memcached in the stack it
+      # raises NotImplementedError, as MemCacheStore does.
       def delete_matched(matcher, options = nil)
         unless @listable
           raise NotImplementedError, "#{self.class.name} does not support delete_matched with tiers that can't " \

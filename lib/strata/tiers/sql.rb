@@ -319,6 +319,23 @@ module Strata
         end
       end
 
+      # The keys of the live rows, read in pages of Statements::KEYS_PAGE rows in id order (one
+      # statement per page, no transaction across them: a row written meanwhile may be listed or
+      # not). O(rows): for delete_matched, not for request paths.
+      def keys
+        listed = []
+        last_id = 0
+        now = Entry.now
+        loop do # bound: rows / KEYS_PAGE pages
+          rows = @database.run(:keys) { |c| @database.select(c, :keys, statements.live_keys, [last_id, now]) }
+          rows.each { |_id, key| listed << key }
+          break if rows.size < Statements::KEYS_PAGE
+
+          last_id = rows.last.first
+        end
+        listed
+      end
+
       # This process's counters (deadlock_reruns: blocks run again after the server rolled them
       # back for a deadlock, see Database#run), the bounds, and the table's entries and bytes (a
       # COUNT and SUM over the table: O(rows)).

@@ -31,6 +31,8 @@ module Strata
         # exactly, and below them SAMPLE_WINDOWS windows of SAMPLE_WINDOW ids, one in each equal
         # stretch of the remaining ids, scaled up (see SQL#table_totals). So a pass reads a
         # bounded number of rows on a table of any size.
+        # Rows a page of live_keys reads.
+        KEYS_PAGE = 1_000
         EXACT_SPAN = 20_000
         EXACT_ROWS = 2_000
         SAMPLE_WINDOWS = 20
@@ -38,7 +40,7 @@ module Strata
 
         attr_reader :get, :get_for_fill, :set, :add, :add_counted, :add_vacate, :fill_add, :fill_add_counted, :fill_vacate,
           :bury, :bury_live, :retract, :clear, :head, :expired_head, :totals, :max_id, :expired_ids, :id_range,
-          :newest_totals, :sample_totals, :database_bytes
+          :newest_totals, :sample_totals, :database_bytes, :live_keys
 
         # table: an identifier the caller validated; it is quoted here.
         def initialize(table, dialect, expiry_batch_size:)
@@ -103,6 +105,10 @@ module Strata
           # pass while the table is within budget. Binds: now (ms), written_before (ms).
           @expired_head = "SELECT id, byte_size, expires_at, created_at FROM (#{@head}) AS head " \
             "WHERE (expires_at <> 0 AND ABS(expires_at) <= #{bind(1)}) OR created_at < #{bind(2)} ORDER BY id"
+          # A page of live keys in id order, for SQL#keys (tombstones and expired rows are not
+          # live). Binds: the last id of the page before (0 for the first), now (ms). Rows: id, key.
+          @live_keys = "SELECT id, #{@key} FROM #{@table} WHERE id > #{bind(1)} " \
+            "AND (expires_at = 0 OR expires_at > #{bind(2)}) ORDER BY id LIMIT #{KEYS_PAGE}"
           @totals = "SELECT COUNT(*) AS entries, COALESCE(SUM(byte_size), 0) AS bytes FROM #{@table}"
           @max_id = "SELECT COALESCE(MAX(id), 0) AS id FROM #{@table}"
           # The lowest and highest id: two index lookups (one query asking for both would scan).
