@@ -33,6 +33,13 @@ class StackTest < Minitest::Test
     tier.define_singleton_method(:set_multi) { |*, **| raise failure }
   end
 
+  # Makes tier's deletes (delete, delete_multi) fail as well.
+  def fail_deletes(tier)
+    failure = Strata::TierError.new("delete failed", tier: :bottom)
+    tier.define_singleton_method(:delete) { |*, **| raise failure }
+    tier.define_singleton_method(:delete_multi) { |*, **| raise failure }
+  end
+
   def entry(payload = "value", expires_at: 0)
     Entry.encode(payload, flags: Entry::UTF8, expires_at: expires_at)
   end
@@ -118,13 +125,29 @@ class StackTest < Minitest::Test
     assert_nil @stack.get("key")
   end
 
-  # A tier that failed the write keeps the value the write replaces until it is dropped: a true
-  # write would let it come back once the top lets the new value go.
-  def test_a_write_the_bottom_failed_and_could_not_drop_is_false
+  # A tier that refused the write keeps the value the write replaces unless it is dropped: a true
+  # write would let it come back once the top lets the new value go. A shard whose lock can't be
+  # taken refuses the write, and the drop fences the key there, so the old value never comes back.
+  def test_a_write_the_bottom_refused_is_false_and_its_old_copy_reads_as_a_miss
     @stack.set("key", entry("old"))
 
-    with_shard_locked(@bottom, "key") { refute @stack.set("key", entry("new")) }
-    assert_includes @errors, [Strata::RetryableError, :bottom]
+    with_shard_locked(@bottom, "key") do
+      refute @stack.set("key", entry("new"))
+      assert_nil @bottom.get("key"), "fenced while the lock is held"
+    end
+    assert_includes @errors, [Strata::TierError, :bottom]
+    @top.delete("key") # the top lets it go (an eviction)
+    assert_nil @stack.get("key"), "never the value the write replaced"
+  end
+
+  # A failed write whose drop fails too leaves the tier's old copy: the write is false.
+  def test_a_write_the_bottom_failed_and_could_not_drop_is_false
+    @stack.set("key", entry("old"))
+    fail_writes(@bottom)
+    fail_deletes(@bottom)
+
+    refute @stack.set("key", entry("new"))
+    assert_equal entry("old"), @bottom.get("key"), "the value the write could not replace"
   end
 
   def test_a_write_the_bottom_failed_drops_its_old_copy_and_is_true
@@ -150,9 +173,9 @@ class StackTest < Minitest::Test
   def test_set_multi_is_false_for_a_key_a_failed_tier_could_not_drop
     @stack.set_multi({"key" => entry("old")})
     fail_writes(@bottom)
+    fail_deletes(@bottom)
 
-    results = with_shard_locked(@bottom, "key") { @stack.set_multi({"key" => entry("new")}) }
-    refute results["key"]
+    refute @stack.set_multi({"key" => entry("new")})["key"]
     assert_equal entry("old"), @bottom.get("key"), "the value the write could not replace"
   end
 
