@@ -62,8 +62,8 @@ class StrataStoreRaceConditionTtlTest < Strata::StoreCase
     define_method(:"test_#{name}_others_read_and_fetch_the_stale_value_in_real_time") do
       cache = layout_store(tiers)
       other_host = layout_store(tiers, l1_path: File.join(@tmpdir, "other-host.l1")) if tiers.include?(:memcached)
-      expires_at = Time.now.to_f + 0.2
       cache.write("key", "old", expires_in: 0.2, race_condition_ttl: 10)
+      expires_at = Time.now.to_f + 0.2 # no earlier than the entry's own: the write read the clock before
       # Not by reading: a read of an expired entry deletes it, in Rails' stores as here.
       wait_until { Time.now.to_f > expires_at }
 
@@ -90,8 +90,8 @@ class StrataStoreRaceConditionTtlTest < Strata::StoreCase
   # then writing the new value must not be refused as a fill over a value stored since.
   def test_a_stale_entry_only_the_sql_tier_still_holds_is_put_back_and_replaced
     cache = layout_store(LAYOUTS[:l1_memcached_sql])
-    expires_at = Time.now.to_f + 0.2
     cache.write("key", "old", expires_in: 0.2, race_condition_ttl: 10)
+    expires_at = Time.now.to_f + 0.2 # no earlier than the entry's own
     key = tier_key(cache, "key")
     cache.stack[:l1].delete(key)
     cache.stack[:l2].delete(key)
