@@ -6,6 +6,7 @@ require "socket"
 require "strata/meta"
 require "support/waiting"
 require "support/memcached_process"
+require "support/scripted_memcached"
 
 # Meta::Client through a memcached outage (issue 22, fault 1): a stalled server (SIGSTOP) is
 # not marked down for one slow reply, and the changes made while it was down or in doubt are
@@ -201,6 +202,37 @@ class MetaClientOutageTest < Minitest::Test
     assert client.flush
     recover(client, key)
     assert_nil client.get(key)
+  end
+
+  # The recovery comes before anything else this process asks the server: a call that arrives
+  # while it is under way waits for it (a scripted server holds the recovery's delete).
+  def test_calls_wait_for_the_recovery_and_none_reads_the_server_first
+    scripted = Strata::TestSupport::ScriptedMemcached.new do |line, _data|
+      if line.start_with?("mg trip ") then :close
+      elsif line.start_with?("md changed ") then :hold
+      end
+    end.start
+    client = new_client([scripted.server], timeout: 5, pool_timeout: 5)
+    assert_nil client.get("warm")
+    assert_raises(Strata::TierError) { client.get("trip") }
+    refute client.ring.up?(scripted.server), "a closed connection marks it down at once"
+    assert_raises(Strata::TierError) { client.set("changed", "v2") }
+    @clock.now += RETRY_AFTER
+
+    recovering = Thread.new { client.get("other") }
+    assert wait_until(DEADLINE) { scripted.commands.any? { |line| line.start_with?("md changed ") } }
+    reader = Thread.new { client.get("changed") }
+    assert wait_until(DEADLINE) { reader.status == "sleep" }, "the reader waits"
+    refute(scripted.commands.any? { |line| line.start_with?("mg changed ") }, "nothing is read before the recovery ends")
+    scripted.release
+
+    assert_nil recovering.value
+    assert_nil reader.value
+    commands = scripted.commands
+    assert_operator commands.index { |line| line.start_with?("md changed ") }, :<,
+      commands.index { |line| line.start_with?("mg changed ") }
+  ensure
+    scripted&.stop
   end
 
   def test_bad_recovery_options
