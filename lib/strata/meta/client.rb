@@ -21,43 +21,45 @@ module Strata
     #
     # Routing and failure: every operation picks its server with Ring#route and then runs its
     # exchange through #dispatch, the one place that checks a connection out of the server's pool
-    # and decides what a failure means. Every failure is raised to the caller, which fails open.
-    # A refused, reset or closed connection marks the server down for retry_after seconds at once;
-    # a timeout does so only when it is the server's down_after-th in a row (Ring's rule: one slow
-    # reply fails only its own call). While it is down its keys route to a gutter server and
-    # writes there get at most gutter_ttl. A server's answer that is an error (SERVER_ERROR, CLIENT_ERROR, a reply out of
-    # step) is raised without marking the server down. After a SERVER_ERROR the connection is kept:
-    # memcached read the whole command (an ms's value too) and answered it, so the stream is in
-    # step; after the others it is closed. "object too large for cache" becomes
+    # and decides what a failure means. Every failure is raised to the caller, which fails open. A
+    # refused, reset or closed connection marks the server down for retry_after seconds at once; a
+    # timeout does so only when it is the server's down_after-th in a row (Ring's rule: one slow
+    # reply fails only its own call). While it is down its keys route to a gutter server and writes
+    # there get at most gutter_ttl. A server's answer that is an error (SERVER_ERROR, CLIENT_ERROR,
+    # a reply out of step) is raised without marking the server down. After a SERVER_ERROR the
+    # connection is kept: memcached read the whole command (an ms's value too) and answered it, so
+    # the stream is in step; after the others it is closed. "object too large for cache" becomes
     # Strata::ValueTooLargeError; memcached 1.6.18 reads and drops such a value and removes any old
     # item under the key, so nothing is half-written and the key then misses. The client does the
-    # same without sending the value when the server's item_size_max (from its probe) says it
-    # can't fit. A multi-key reply that names no key of its pipeline (no opaque, or one out of
-    # range) means the stream is out of step: the connection is closed and that server's keys
-    # miss. Every TierError raised names its server (TierError#server), and #stats counts the
-    # failures per server and says since when a server is down.
+    # same without sending the value when the server's item_size_max (from its probe) says it can't
+    # fit. A multi-key reply that names no key of its pipeline (no opaque, or one out of range)
+    # means the stream is out of step: the connection is closed and that server's keys miss. Every
+    # TierError raised names its server (TierError#server), and #stats counts the failures per
+    # server and says since when a server is down.
     #
-    # Outages lose no write or delete (DESIGN section 8). A change of a key (set, add, cas,
-    # lease_fill, delete, invalidate, incr, decr and their multi-key forms) that its server did
-    # not answer, because the server was down (the change went to the gutter, or was refused when
-    # no server was up) or the call failed on it (a timed-out request may still be carried out when
-    # a stopped server runs again), is noted in this process's RecoveryLog. Before this process's
-    # next exchange with that server, of any kind, it deletes the noted keys there and then their
-    # gutter copies (as mcrouter does), and calls to the server wait for that: a key read after an
-    # outage is the value written during it (in the gutter, until gutter_ttl) or a miss, never the
-    # copy from before, and a deleted key stays deleted. A delete or invalidate that reached only
-    # the gutter deletes the gutter copy and raises TierError naming its server. A counter changed
-    # during an outage starts again in the gutter (from initial) and lives there gutter_ttl at
-    # most; on recovery the server's old counter is deleted too, so the count starts again rather
-    # than resume from its value before the outage. When more than recovery_log_size keys of one
-    # server are noted, this process can no longer say which of its copies are current:
-    # recovery_overflow chooses between keeping the server down (its keys keep going to the
-    # gutter, reported once, until #flush_server) and flushing it (flush_all) at recovery. #clear
-    # of a server that is down (#flush) is likewise a flush at its recovery.
-    # The log is this process's: another process or host that did not see the outage may read
-    # the server's old copies (cross-host coherence is the invalidation log's job); a process that
-    # restarts forgets its log. While a server has keys noted or timeouts counted, every call takes
-    # a slower path (a lock or two); with all servers answering, the cost is one boolean check.
+    # Outages (DESIGN section 8: no fault may lose a delete). A change of a key (set, add, cas,
+    # lease_fill, delete, invalidate, incr, decr and their multi-key forms) that its server did not
+    # answer, because the server was down (the change went to the gutter, or was refused when no
+    # server was up) or the call failed on it (a timed-out request may still be carried out when a
+    # stopped server runs again), is noted in this process's RecoveryLog. Before this process's next
+    # exchange with that server, of any kind, it deletes the noted keys there and then their gutter
+    # copies (as mcrouter does), and calls to the server wait for that: a key read after an outage
+    # is the value written during it (in the gutter, until gutter_ttl) or a miss, never the copy
+    # from before, and a deleted key stays deleted. (One window is left: a stopped server that wakes
+    # just as the recovery reaches it may carry out a timed-out request still buffered on an old
+    # connection after the recovery's delete, which comes on another.) A delete or invalidate that
+    # reached only the gutter deletes the gutter copy and raises TierError naming its server. A
+    # counter changed during an outage starts again in the gutter (from initial) and lives there
+    # gutter_ttl at most; on recovery the server's old counter is deleted too, so the count starts
+    # again rather than resume from its value before the outage. When more than recovery_log_size
+    # keys of one server are noted, this process can no longer say which of its copies are current:
+    # recovery_overflow chooses between keeping the server down (its keys keep going to the gutter,
+    # reported once, until #flush_server) and flushing it (flush_all) at recovery. #clear of a
+    # server that is down (#flush) is likewise a flush at its recovery. The log is this process's:
+    # another process or host that did not see the outage may read the server's old copies
+    # (cross-host coherence is the invalidation log's job); a process that restarts forgets its log.
+    # While a server has keys noted or timeouts counted, every call takes a slower path (a lock or
+    # two); with all servers answering, the cost is one boolean check.
     #
     # Time bound: one operation on one server takes at most pool_timeout (waiting for a free
     # connection) + connect_timeout (when the connection must be made) + timeout (its exchange,
@@ -144,8 +146,9 @@ module Strata
         unless @recovery_log_size.is_a?(Integer) && @recovery_log_size.positive?
           raise ArgumentError, "recovery_log_size must be a positive Integer, got #{@recovery_log_size.inspect}"
         end
-        unless RECOVERY_OVERFLOWS.include?(own.fetch(:recovery_overflow))
-          raise ArgumentError, "recovery_overflow must be one of #{RECOVERY_OVERFLOWS.inspect}, got #{own.fetch(:recovery_overflow).inspect}"
+        overflow = own.fetch(:recovery_overflow)
+        unless RECOVERY_OVERFLOWS.include?(overflow)
+          raise ArgumentError, "recovery_overflow must be one of #{RECOVERY_OVERFLOWS.inspect}, got #{overflow.inspect}"
         end
         @ring = Ring.new(servers, **options.slice(*Ring::DEFAULTS.keys).merge(retry_after: @retry_after))
         connection_options = {connect_timeout: own.fetch(:connect_timeout), timeout: own.fetch(:timeout)}
@@ -155,7 +158,7 @@ module Strata
           [server, ResourcePool.new(size: @pool_size, timeout: @pool_timeout) { Connection.new(host, port, **connection_options) }]
         end.freeze
         @features = {}
-        @log = RecoveryLog.new(@ring.servers, limit: @recovery_log_size, overflow: own.fetch(:recovery_overflow))
+        @log = RecoveryLog.new(@ring.servers, limit: @recovery_log_size, overflow: overflow)
         # Guards @log and @attention; taken before Ring's lock, never after.
         @attention_lock = Mutex.new
         # One per server, held while that server is recovered; taken before @attention_lock.
@@ -481,9 +484,11 @@ module Strata
 
       # Carries out what this process owes server (RecoveryLog, see Outages) before anything
       # else uses it: deletes the noted keys there (one quiet pipeline), then their gutter
-      # copies; after an overflow, flushes it or keeps it down (recovery_overflow). Other calls to
-      # server wait on its recovery lock meanwhile, so none reads from it first. When the server
-      # fails, the keys stay noted and the error is raised to the call that came to recover it.
+      # copies; after an overflow, flushes it or keeps it down (recovery_overflow). Every call
+      # recovers the server before its own exchange, so none reads from it first; the recovery
+      # lock makes concurrent calls wait for one recovery rather than each send the deletes. When
+      # the server fails, the keys stay noted and the error is raised to the call that came to
+      # recover it.
       def recover(server)
         return unless @attention_lock.synchronize { @log.pending?(server) }
 
@@ -531,8 +536,9 @@ module Strata
       def hold(server)
         @ring.mark_down(server, retry_after: Float::INFINITY)
         @attention_lock.synchronize { @log.hold(server) }
-        raise TierError.new("#{server}: more than #{@recovery_log_size} keys changed while it could not be told, so " \
-          "its copies can't be trusted: it stays down (its keys go to a gutter) until flush_server", tier: :l2, server: server)
+        raise TierError.new("#{server}: more than #{@recovery_log_size} keys changed while it could not be told, " \
+          "so its copies can't be trusted: it stays down (its keys go to a gutter) until flush_server",
+          tier: :l2, server: server)
       end
 
       # Notes key under server: changed while server could not be told (see Outages).
