@@ -99,6 +99,29 @@ class MetaRingTest < Minitest::Test
     assert_equal [primary, :primary], ring.route(key)
   end
 
+  # Timeouts mark a server down only down_after in a row; an answer between them starts again.
+  def test_time_out_marks_down_after_down_after_in_a_row
+    clock = FakeClock.new
+    ring = Ring.new(SERVERS, clock: clock, down_after: 3)
+    server = SERVERS.first
+
+    refute ring.time_out(server)
+    refute ring.time_out(server)
+    assert ring.up?(server)
+    assert ring.timing_out?
+    ring.answered(server)
+    refute ring.timing_out?
+    refute ring.time_out(server)
+    refute ring.time_out(server)
+    assert ring.time_out(server, retry_after: 5.0), "the third in a row"
+    refute ring.up?(server)
+    refute ring.timing_out?, "the count starts again for the next outage"
+    assert_equal 5, ring.health[:errors][server], "each timeout counts once"
+    clock.now += 5.1
+    assert ring.up?(server)
+    assert_raises(ArgumentError) { Ring.new(SERVERS, down_after: 0) }
+  end
+
   def test_gutter_is_up_and_stable_when_two_are_down
     clock = FakeClock.new
     ring = Ring.new(SERVERS, clock: clock)

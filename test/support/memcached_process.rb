@@ -54,7 +54,39 @@ module Strata
         @pid = nil
       end
 
+      # SIGSTOP, and waits (at most WAIT seconds) until every thread has stopped: the server
+      # stalls. The kernel still completes handshakes and buffers requests; nothing is answered
+      # until #resume.
+      def pause
+        Process.kill(:STOP, @pid)
+        wait_for_state("stopped") { |states| states.all?("T") }
+      end
+
+      # SIGCONT, and waits until no thread is stopped: the server runs again and works through
+      # what it buffered.
+      def resume
+        Process.kill(:CONT, @pid)
+        wait_for_state("running") { |states| states.none?("T") }
+      end
+
       private
+
+      # Waits until the block is true of the states of the server's threads (one letter each,
+      # from /proc: "T" stopped); a signal reaches a process's threads one by one.
+      def wait_for_state(name)
+        deadline = now + WAIT
+        loop do # bound: WAIT seconds
+          states = Dir.glob("/proc/#{@pid}/task/*/stat").filter_map do |path|
+            File.read(path)[/\) (\S)/, 1]
+          rescue Errno::ENOENT
+            nil # the thread ended
+          end
+          return nil if yield(states)
+          raise "memcached on #{@port} was not #{name} within #{WAIT}s" if now > deadline
+
+          sleep 0.001
+        end
+      end
 
       def accepting?
         Socket.tcp("127.0.0.1", @port, connect_timeout: 0.2).close

@@ -48,7 +48,8 @@ class MemcachedTierTest < Minitest::Test
     assert @tier.invalidate(key("b"))
     assert_nil @tier.get(key("b")), "a plain get does not serve a stale entry"
     servers = Strata::TestSupport.memcached_servers
-    assert_equal({servers: 2, down: 0, errors: servers.to_h { |server| [server, 0] }, down_since: {}}, @tier.stats)
+    assert_equal({servers: 2, down: 0, errors: servers.to_h { |server| [server, 0] }, down_since: {}, recovery: {}},
+      @tier.stats)
   end
 
   def test_clear_empties_the_servers

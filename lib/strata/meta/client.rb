@@ -8,6 +8,7 @@ require "strata/meta/lease_flags"
 require "strata/meta/request"
 require "strata/meta/response"
 require "strata/meta/connection"
+require "strata/meta/recovery_log"
 require "strata/meta/ring"
 require "strata/meta/server_features"
 require "securerandom"
@@ -20,20 +21,45 @@ module Strata
     #
     # Routing and failure: every operation picks its server with Ring#route and then runs its
     # exchange through #dispatch, the one place that checks a connection out of the server's pool
-    # and decides what a failure means. A failure of the connection itself (refused, reset, timed
-    # out) marks the server down for retry_after seconds and is raised to the caller, which fails
-    # open; while it is down its keys route to a gutter server and writes there get at most
-    # gutter_ttl. A server's answer that is an error (SERVER_ERROR, CLIENT_ERROR, a reply out of
-    # step) is raised without marking the server down. After a SERVER_ERROR the connection is kept:
-    # memcached read the whole command (an ms's value too) and answered it, so the stream is in
-    # step; after the others it is closed. "object too large for cache" becomes
+    # and decides what a failure means. Every failure is raised to the caller, which fails open. A
+    # refused, reset or closed connection marks the server down for retry_after seconds at once; a
+    # timeout does so only when it is the server's down_after-th in a row (Ring's rule: one slow
+    # reply fails only its own call). While it is down its keys route to a gutter server and writes
+    # there get at most gutter_ttl. A server's answer that is an error (SERVER_ERROR, CLIENT_ERROR,
+    # a reply out of step) is raised without marking the server down. After a SERVER_ERROR the
+    # connection is kept: memcached read the whole command (an ms's value too) and answered it, so
+    # the stream is in step; after the others it is closed. "object too large for cache" becomes
     # Strata::ValueTooLargeError; memcached 1.6.18 reads and drops such a value and removes any old
     # item under the key, so nothing is half-written and the key then misses. The client does the
-    # same without sending the value when the server's item_size_max (from its probe) says it
-    # can't fit. A multi-key reply that names no key of its pipeline (no opaque, or one out of
-    # range) means the stream is out of step: the connection is closed and that server's keys
-    # miss. Every TierError raised names its server (TierError#server), and #stats counts the
-    # failures per server and says since when a server is down.
+    # same without sending the value when the server's item_size_max (from its probe) says it can't
+    # fit. A multi-key reply that names no key of its pipeline (no opaque, or one out of range)
+    # means the stream is out of step: the connection is closed and that server's keys miss. Every
+    # TierError raised names its server (TierError#server), and #stats counts the failures per
+    # server and says since when a server is down.
+    #
+    # Outages (DESIGN section 8: no fault may lose a delete). A change of a key (set, add, cas,
+    # lease_fill, delete, invalidate, incr, decr and their multi-key forms) that its server did not
+    # answer, because the server was down (the change went to the gutter, or was refused when no
+    # server was up) or the call failed on it (a timed-out request may still be carried out when a
+    # stopped server runs again), is noted in this process's RecoveryLog. Before this process's next
+    # exchange with that server, of any kind, it deletes the noted keys there and then their gutter
+    # copies (as mcrouter does), and calls to the server wait for that: a key read after an outage
+    # is the value written during it (in the gutter, until gutter_ttl) or a miss, never the copy
+    # from before, and a deleted key stays deleted. (One window is left: a stopped server that wakes
+    # just as the recovery reaches it may carry out a timed-out request still buffered on an old
+    # connection after the recovery's delete, which comes on another.) A delete or invalidate that
+    # reached only the gutter deletes the gutter copy and raises TierError naming its server. A
+    # counter changed during an outage starts again in the gutter (from initial) and lives there
+    # gutter_ttl at most; on recovery the server's old counter is deleted too, so the count starts
+    # again rather than resume from its value before the outage. When more than recovery_log_size
+    # keys of one server are noted, this process can no longer say which of its copies are current:
+    # recovery_overflow chooses between keeping the server down (its keys keep going to the gutter,
+    # reported once, until #flush_server) and flushing it (flush_all) at recovery. #clear of a
+    # server that is down (#flush) is likewise a flush at its recovery. The log is this process's:
+    # another process or host that did not see the outage may read the server's old copies
+    # (cross-host coherence is the invalidation log's job); a process that restarts forgets its log.
+    # While a server has keys noted or timeouts counted, every call takes a slower path (a lock or
+    # two); with all servers answering, the cost is one boolean check.
     #
     # Time bound: one operation on one server takes at most pool_timeout (waiting for a free
     # connection) + connect_timeout (when the connection must be made) + timeout (its exchange,
@@ -65,11 +91,20 @@ module Strata
         connect_timeout: 0.5,
         # Seconds for one exchange with a server (every read and write of one operation).
         timeout: 0.5,
-        # Seconds a server whose connection failed is skipped; its keys go to a gutter meanwhile.
+        # Seconds a server marked down is skipped (Ring's rule, with down_after: timeouts in a row
+        # that mark it down); its keys go to a gutter meanwhile.
         retry_after: 1.0,
         # Seconds at most that a write routed to a gutter server lives there.
-        gutter_ttl: 10
+        gutter_ttl: 10,
+        # Keys at most noted per server while it can't be told of their changes (see Outages).
+        recovery_log_size: 10_000,
+        # What recovers a server whose log overflowed: :stay_down keeps it down (its keys go to a
+        # gutter) until #flush_server; :flush empties it (flush_all, every user's keys on it).
+        recovery_overflow: :stay_down
       }.freeze
+
+      # The values recovery_overflow takes.
+      RECOVERY_OVERFLOWS = %i[stay_down flush].freeze
 
       # What #lease_get saw. value: the bytes to serve, or nil (a miss or a lease placeholder);
       # cas: the token #lease_fill must present; won: this caller should refill; stale: value was
@@ -107,6 +142,14 @@ module Strata
         @pool_timeout = own.fetch(:pool_timeout)
         @retry_after = own.fetch(:retry_after)
         @gutter_ttl = own.fetch(:gutter_ttl)
+        @recovery_log_size = own.fetch(:recovery_log_size)
+        unless @recovery_log_size.is_a?(Integer) && @recovery_log_size.positive?
+          raise ArgumentError, "recovery_log_size must be a positive Integer, got #{@recovery_log_size.inspect}"
+        end
+        overflow = own.fetch(:recovery_overflow)
+        unless RECOVERY_OVERFLOWS.include?(overflow)
+          raise ArgumentError, "recovery_overflow must be one of #{RECOVERY_OVERFLOWS.inspect}, got #{overflow.inspect}"
+        end
         @ring = Ring.new(servers, **options.slice(*Ring::DEFAULTS.keys).merge(retry_after: @retry_after))
         connection_options = {connect_timeout: own.fetch(:connect_timeout), timeout: own.fetch(:timeout)}
         Connection.check_options(connection_options)
@@ -115,6 +158,13 @@ module Strata
           [server, ResourcePool.new(size: @pool_size, timeout: @pool_timeout) { Connection.new(host, port, **connection_options) }]
         end.freeze
         @features = {}
+        @log = RecoveryLog.new(@ring.servers, limit: @recovery_log_size, overflow: overflow)
+        # Guards @log and @attention; taken before Ring's lock, never after.
+        @attention_lock = Mutex.new
+        # One per server, held while that server is recovered; taken before @attention_lock.
+        @recovery_locks = @ring.servers.to_h { |server| [server, Mutex.new] }.freeze
+        # True while some server has keys noted or timeouts counted: #dispatch takes its slow path.
+        @attention = false
       end
 
       # The bytes under key, or nil.
@@ -160,13 +210,14 @@ module Strata
         batches = entries.each_with_object({}) do |(key, value), by_server|
           raise ArgumentError, "value of #{key.inspect} must be a String, got #{value.class}" unless value.is_a?(String)
 
-          server, role = @ring.route(key)
+          server, role = routed(key, entries.each_key)
+          note(@ring.server_for(key), key, server) if role == :gutter
           batch = (by_server[server] ||= [])
           header = Request.ms_header(key, value.bytesize, ttl: server_ttl(ttl, role), opaque: batch.size, quiet: true)
           batch << [key, header, value]
         end
         too_large = []
-        stored = each_server_batch(batches, {}) do |c, batch, results, features|
+        stored = each_server_batch(batches, {}, changes: true) do |c, batch, results, features|
           write_batch(c, batch, results, features.item_size_max, too_large)
         end
         return stored if too_large.empty?
@@ -178,15 +229,28 @@ module Strata
 
       # Removes keys; {key => true if it was there}. One quiet pipeline per server (md q, then mn):
       # a delete answers only when the key was absent (NF). Failures as for #set_multi.
+      #
+      # Keys whose server is down are deleted on the gutter and noted (see Outages), and the call
+      # raises PartialError naming the first such server, with every server's results.
       def delete_multi(keys)
+        unreached = nil
         batches = keys.each_with_object({}) do |key, by_server| # every key checked before any is sent
-          batch = (by_server[@ring.route(key).first] ||= [])
+          server, role = routed(key, keys)
+          if role == :gutter
+            note(@ring.server_for(key), key, server)
+            unreached ||= @ring.server_for(key)
+          end
+          batch = (by_server[server] ||= [])
           batch << [key, Request.md(key, opaque: batch.size, quiet: true)]
         end
-        each_server_batch(batches, {}) do |c, batch, deleted|
+        deleted = each_server_batch(batches, {}, changes: true) do |c, batch, results|
           batch.each { |_key, request| c.write(request) }
-          read_quiet_replies(c, batch.map(&:first), deleted, :md)
+          read_quiet_replies(c, batch.map(&:first), results, :md)
         end
+        return deleted unless unreached
+
+        raise PartialError.new("#{unreached} is down: some keys were deleted on a gutter only, and are deleted on " \
+          "their server when it answers again", result: deleted, tier: :l2, server: unreached)
       end
 
       # Stores value. True when stored.
@@ -205,28 +269,44 @@ module Strata
         store(key, value, ttl, mode: nil, cas: token)
       end
 
-      # Removes key. True if it was there.
+      # Removes key. True if it was there. When key's server is down, deletes the gutter's copy,
+      # notes key (see Outages) and raises TierError naming the server.
       def delete(key)
-        server, = @ring.route(key)
-        dispatch(server) do |c|
+        server, role = @ring.route(key)
+        note(@ring.server_for(key), key, server) if role == :gutter
+        deleted = dispatch(server) do |c|
           c.write(Request.md(key))
           Response.parse(c.read_line, :md).status == :hit
         end
+        return deleted if role == :primary
+
+        raise unreached(key, server)
+      rescue TierError => e
+        note(e.server, key, nil) if e.server
+        raise
       end
 
       # Marks key stale for grace_ttl seconds and bumps its CAS: the next mg gets the value with X
       # and W (it refills), later ones X and Z. True if the key was there. On a server without
-      # md I (see ServerFeatures) the key is deleted instead.
+      # md I (see ServerFeatures) the key is deleted instead. A server that is down: as #delete.
       def invalidate(key, grace_ttl:)
         server, role = @ring.route(key)
-        dispatch(server) do |c, features|
+        note(@ring.server_for(key), key, server) if role == :gutter
+        found = dispatch(server) do |c, features|
           c.write(features.stale ? Request.md(key, invalidate: true, ttl: server_ttl(grace_ttl, role)) : Request.md(key))
           Response.parse(c.read_line, :md).status == :hit
         end
+        return found if role == :primary
+
+        raise unreached(key, server)
+      rescue TierError => e
+        note(e.server, key, nil) if e.server
+        raise
       end
 
       # Adds amount; the new value. When key is absent: nil, or with initial: creates it holding
-      # initial (ttl applies only then) and returns initial.
+      # initial (ttl applies only then) and returns initial. While key's server is down the
+      # counter lives in the gutter, starting again from initial (see Outages).
       def incr(key, amount = 1, ttl: nil, initial: nil)
         arithmetic(key, amount, :incr, ttl, initial)
       end
@@ -266,18 +346,37 @@ module Strata
         store(key, value, ttl, mode: nil, cas: cas)
       end
 
-      # Empties every server that is up (flush_all). For tests and #clear.
+      # Empties every server that is up (flush_all); one that is down is flushed at its recovery
+      # (see Outages). For tests and #clear.
       def flush
         @ring.servers.each do |server| # bound: one pass per server
-          next unless @ring.up?(server)
+          unless @ring.up?(server)
+            @attention_lock.synchronize do
+              next if @log.overflow(server) == :held # flushed when an operator lets it back
 
-          dispatch(server) do |c|
-            c.write(FLUSH_ALL)
-            line = c.read_line
-            raise ProtocolError, "flush_all answered #{line.inspect}" unless line == FLUSH_OK
+              @log.flush(server)
+              @attention = true
+            end
+            next
           end
+
+          dispatch(server) { |c| flush_all(c) }
         end
         true
+      end
+
+      # An operator's remedy for server, kept down since its recovery log overflowed
+      # (recovery_overflow: :stay_down): routes its keys to it again, and this process's next use
+      # of it flushes it first (flush_all: every key of every user of that server).
+      def flush_server(server)
+        raise ArgumentError, "unknown server #{server.inspect}" unless @pools.key?(server)
+
+        @attention_lock.synchronize do
+          @log.flush(server)
+          @attention = true
+        end
+        @ring.mark_up(server)
+        nil
       end
 
       # What server answered to the feature probe (ServerFeatures), probing it now if it has not
@@ -288,11 +387,14 @@ module Strata
 
       # servers: how many are configured; down: how many are skipped now; errors: failures counted
       # per server ("host:port" => n, see Ring's Health); down_since: when the outage of each
-      # server in one began ("host:port" => Time), kept through its retries until it answers.
+      # server in one began ("host:port" => Time), kept through its retries until it answers;
+      # recovery: per server with changes it has not been told of, how many keys are noted, or
+      # :overflowed (see Outages).
       def stats
         health = @ring.health
         {servers: @ring.servers.size, down: @ring.servers.count { |server| !@ring.up?(server) },
-         errors: health[:errors], down_since: health[:down_since]}
+         errors: health[:errors], down_since: health[:down_since],
+         recovery: @attention_lock.synchronize { @log.sizes }}
       end
 
       # Closes this process's connections; the client reconnects on next use.
@@ -306,8 +408,11 @@ module Strata
       # The one place a failure is judged (see the class comment). Checks a connection out of the
       # server's pool and runs #exchange on it; yields the connection and the server's
       # ServerFeatures, as read once for this call (another thread may forget them meanwhile).
-      # Every TierError it raises names the server (TierError#server).
-      def dispatch(server, &block)
+      # Every TierError it raises names the server (TierError#server). While @attention is up
+      # the call goes through #attend (attended: true skips that, for #attend's own calls).
+      def dispatch(server, attended = false, &block)
+        return attend(server, &block) if @attention && !attended
+
         features = @features[server]
         result = @pools.fetch(server).with do |conn|
           # Another call may have found the server down since this one chose it (while it waited
@@ -346,10 +451,125 @@ module Strata
       rescue *ANSWERED => e
         @ring.count_error(server)
         raise with_server(e, server)
+      rescue RetryableError
+        timed_out(server)
+        raise
       rescue TierError
         @ring.mark_down(server, retry_after: @retry_after)
         @features.delete(server) # ask again once it is back: it may be another server by then
         raise
+      end
+
+      # A timeout (connecting or exchanging): marks server down only when it is the down_after-th
+      # in a row (Ring#time_out); until an answer, calls take #attend's path to count answers.
+      def timed_out(server)
+        marked = @attention_lock.synchronize do
+          @attention = true
+          @ring.time_out(server, retry_after: @retry_after)
+        end
+        @features.delete(server) if marked
+      end
+
+      # #dispatch while some server has keys noted or timeouts counted: recovers server first
+      # (#recover), runs the call, then tells the ring that server answered.
+      def attend(server, &block)
+        recover(server)
+        result = dispatch(server, true, &block)
+        @attention_lock.synchronize do
+          @ring.answered(server)
+          @attention = @ring.timing_out? || @log.any?
+        end
+        result
+      end
+
+      # Carries out what this process owes server (RecoveryLog, see Outages) before anything
+      # else uses it: deletes the noted keys there (one quiet pipeline), then their gutter
+      # copies; after an overflow, flushes it or keeps it down (recovery_overflow). Every call
+      # recovers the server before its own exchange, so none reads from it first; the recovery
+      # lock makes concurrent calls wait for one recovery rather than each send the deletes. When
+      # the server fails, the keys stay noted and the error is raised to the call that came to
+      # recover it.
+      def recover(server)
+        return unless @attention_lock.synchronize { @log.pending?(server) }
+
+        @recovery_locks.fetch(server).synchronize do
+          taken, overflow = @attention_lock.synchronize { [@log.take(server), @log.overflow(server)] }
+          case overflow
+          when :stay_down then hold(server)
+          when :flush then dispatch(server, true) { |c| flush_all(c) }
+          when nil
+            return if taken.empty? # another call recovered it while this one waited
+
+            keys = taken.keys
+            dispatch(server, true) do |c|
+              keys.each_with_index { |key, index| c.write(Request.md(key, opaque: index, quiet: true)) }
+              read_quiet_replies(c, keys, {}, :md)
+            end
+          end
+          @attention_lock.synchronize { @log.done(server, taken, flushed: overflow == :flush) }
+          forget_gutter_copies(taken)
+        end
+      end
+
+      # Deletes the gutter copies of recovered keys ({key => [gutter]}). A gutter that fails
+      # keeps them noted for its own recovery.
+      def forget_gutter_copies(taken)
+        taken.group_by { |_key, (gutter)| gutter }.each do |gutter, pairs| # bound: one pass per gutter
+          next unless gutter
+
+          keys = pairs.map(&:first)
+          begin
+            raise TierError.new("#{gutter} is down", tier: :l2, server: gutter) unless @ring.up?(gutter)
+
+            dispatch(gutter, true) do |c|
+              keys.each_with_index { |key, index| c.write(Request.md(key, opaque: index, quiet: true)) }
+              read_quiet_replies(c, keys, {}, :md)
+            end
+          rescue TierError
+            keys.each { |key| note(gutter, key, nil) }
+          end
+        end
+      end
+
+      # server's log overflowed and recovery_overflow is :stay_down: keeps it down until
+      # #flush_server and raises the one report of it.
+      def hold(server)
+        @ring.mark_down(server, retry_after: Float::INFINITY)
+        @attention_lock.synchronize { @log.hold(server) }
+        raise TierError.new("#{server}: more than #{@recovery_log_size} keys changed while it could not be told, " \
+          "so its copies can't be trusted: it stays down (its keys go to a gutter) until flush_server",
+          tier: :l2, server: server)
+      end
+
+      # Notes key under server: changed while server could not be told (see Outages).
+      def note(server, key, gutter)
+        @attention_lock.synchronize do
+          @log.note(server, key, gutter)
+          @attention = true
+        end
+        nil
+      end
+
+      # The error of a delete of key that reached only the gutter.
+      def unreached(key, gutter)
+        server = @ring.server_for(key)
+        TierError.new("#{server} is down: #{key.inspect} was deleted on the gutter #{gutter} only, and is deleted on " \
+          "#{server} when it answers again", tier: :l2, server: server)
+      end
+
+      # Ring#route of key for a multi-key change of all_keys: when no server is up, nothing of it
+      # is sent, and every key is noted under its server (see Outages) before the refusal is raised.
+      def routed(key, all_keys)
+        @ring.route(key)
+      rescue TierError
+        all_keys.each { |each_key| note(@ring.server_for(each_key), each_key, nil) }
+        raise
+      end
+
+      def flush_all(conn)
+        conn.write(FLUSH_ALL)
+        line = conn.read_line
+        raise ProtocolError, "flush_all answered #{line.inspect}" unless line == FLUSH_OK
       end
 
       # Learns what server can do (ServerFeatures), on conn inside its request. A server that
@@ -407,12 +627,14 @@ module Strata
       end
 
       # Runs one exchange per server over its batch, collecting into result; a failing server
-      # doesn't stop the others (see PartialError).
-      def each_server_batch(batches, result)
+      # doesn't stop the others (see PartialError). changes: the batches change their keys
+      # (entries [key, ...]), which a failing server gets noted (see Outages).
+      def each_server_batch(batches, result, changes: false)
         failure = nil
         batches.each do |server, batch| # bound: one pass per server
           dispatch(server) { |c, features| yield c, batch, result, features }
         rescue TierError, ValueTooLargeError => e
+          batch.each { |key, *| note(server, key, nil) } if changes && e.is_a?(TierError)
           failure ||= e
         end
         return result unless failure
@@ -532,6 +754,7 @@ module Strata
         raise ArgumentError, "value must be a String, got #{value.class}" unless value.is_a?(String)
 
         server, role = @ring.route(key)
+        note(@ring.server_for(key), key, server) if role == :gutter
         header = if mode.nil? && cas.nil?
           Request.ms_value(key, value.bytesize, server_ttl(ttl, role))
         else
@@ -548,6 +771,9 @@ module Strata
 
         raise ValueTooLargeError, "#{server}: value of #{value.bytesize} bytes for #{key.inspect} is over the " \
           "server's item size limit: not stored#{", old copy deleted" unless mode == :add}"
+      rescue TierError => e
+        note(e.server, key, nil) if e.server
+        raise
       end
 
       # The refusal of a value too large for the server's items (see #store): nil.
@@ -561,6 +787,7 @@ module Strata
 
       def arithmetic(key, amount, mode, ttl, initial)
         server, role = @ring.route(key)
+        note(@ring.server_for(key), key, server) if role == :gutter
         vivify = initial.nil? ? nil : server_ttl(ttl, role)
         request = Request.ma(key, delta: amount, mode: mode, vivify_ttl: vivify, initial: initial)
         dispatch(server) do |c|
@@ -570,6 +797,9 @@ module Strata
 
           Response.counter_value(c.read_bytes(result.value_length))
         end
+      rescue TierError => e
+        note(e.server, key, nil) if e.server
+        raise
       end
 
       # The T token for ttl seconds: rounded up, capped at gutter_ttl on a gutter, an absolute time

@@ -23,8 +23,15 @@ module Strata
     # so the caller stores them there with a short TTL. Once retry_after has passed, #route returns
     # the server again and the caller tries it (marking it down again if it still fails).
     #
-    # Health, for stats (#health): per server, the failures counted (each #mark_down and
-    # #count_error, and each #route refused because no server was up, counted against the key's
+    # When a server is marked down (the rule; Client applies it): at once when its connection is
+    # refused, reset or closed, since such a server is gone; after down_after timeouts in a row
+    # (#time_out), since one slow reply is more often a busy server or a long GC pause than an
+    # outage, and an outage sends writes to a gutter whose copies the server never sees. A timeout
+    # short of down_after fails only its own call. Any answer between two timeouts (#answered)
+    # starts the count again.
+    #
+    # Health, for stats (#health): per server, the failures counted (each #mark_down, #time_out
+    # short of down_after and #count_error, and each #route refused because no server was up, counted against the key's
     # own server), and since when it is down: the wall-clock time of the first #mark_down of an
     # outage, kept through its retries until #mark_up says the server answers again.
     #
@@ -36,6 +43,8 @@ module Strata
         points_per_weight: 160,
         # Seconds a server stays down after #mark_down when the caller gives no retry_after.
         retry_after: 1.0,
+        # Timeouts in a row (no answer between them) that mark a server down; see Down servers.
+        down_after: 2,
         # Returns the current time in seconds; monotonic so that clock changes can't revive or bury a
         # server. Tests inject their own.
         clock: -> { Clock.monotonic }
@@ -52,6 +61,10 @@ module Strata
       def initialize(servers, **options)
         own = DEFAULTS.merge(options.slice(*DEFAULTS.keys))
         @retry_after = own.fetch(:retry_after)
+        @down_after = own.fetch(:down_after)
+        unless @down_after.is_a?(Integer) && @down_after.positive?
+          raise ArgumentError, "down_after must be a positive Integer, got #{@down_after.inspect}"
+        end
         @clock = own.fetch(:clock)
         weights = parse(servers)
         @servers = weights.keys.freeze
@@ -59,6 +72,7 @@ module Strata
         @only = (@servers.size == 1) ? @servers.first : nil
         @down_until = {}
         @down_since = {}
+        @timeouts = {}
         @errors = @servers.to_h { |server| [server, 0] }
         @lock = Mutex.new
       end
@@ -94,9 +108,36 @@ module Strata
         @lock.synchronize do
           @down_until[server] = until_time
           @down_since[server] ||= Time.now
+          @timeouts.delete(server)
           @errors[server] += 1
         end
         nil
+      end
+
+      # Counts a timeout of server; the down_after-th in a row marks it down for retry_after
+      # seconds (see Down servers). True when this one marked it down.
+      def time_out(server, retry_after: @retry_after)
+        check_server(server)
+        short = @lock.synchronize do
+          count = @timeouts[server] = @timeouts.fetch(server, 0) + 1
+          @errors[server] += 1 if count < @down_after # mark_down counts the last one
+          count < @down_after
+        end
+        return false if short
+
+        mark_down(server, retry_after: retry_after)
+        true
+      end
+
+      # server answered: its timeouts so far no longer count towards down_after.
+      def answered(server)
+        @lock.synchronize { @timeouts.delete(server) }
+        nil
+      end
+
+      # True while some server has timeouts counted towards down_after.
+      def timing_out?
+        !@timeouts.empty?
       end
 
       # Ends server's outage: it answered again. Its keys route to it from now on.
@@ -105,6 +146,7 @@ module Strata
         @lock.synchronize do
           @down_until.delete(server)
           @down_since.delete(server)
+          @timeouts.delete(server)
         end
         nil
       end

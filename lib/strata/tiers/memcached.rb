@@ -15,12 +15,19 @@ module Strata
     # Thread and process safety: any thread may call any method (the client pools connections per
     # server); a forked child may keep using the same tier, it opens its own connections.
     #
-    # Failure: a server that cannot be reached or answer in time raises Strata::TierError and is
-    # skipped for retry_after seconds (its keys go to a gutter server with a short TTL); a value
+    # Failure: a server that cannot be reached or answer in time raises Strata::TierError; one
+    # whose connection is refused or reset, or that timed out down_after times in a row (2), is
+    # skipped for retry_after seconds (its keys go to a gutter server with a short TTL). A value
     # over the server's item size limit (1 MiB by default) raises Strata::ValueTooLargeError.
     # The multi-key operations raise Strata::PartialError, carrying what the healthy servers
     # answered, when some servers fail. Each TierError names its server (#server); #stats counts
     # errors per server and gives since when a server is down (down_since).
+    #
+    # Outages lose no delete: keys written, deleted or counted while their server could not be
+    # told are deleted on it before this process uses it again, so they read as a miss, never as
+    # the copy from before the outage; a delete that reached only the gutter raises TierError
+    # naming the server. A counter changed during an outage starts again in the gutter and again
+    # at recovery. See "Outages" in Strata::Meta::Client, and #flush_server.
     #
     # Time bound: a call waits at most pool_timeout + connect_timeout + timeout per server it
     # touches (0.5 s each by default: 1.5 s), not timeout alone; see Strata::Meta::Client.
@@ -123,6 +130,12 @@ module Strata
 
       def stats
         @client.stats
+      end
+
+      # Lets server back after its recovery log overflowed (recovery_overflow: :stay_down): this
+      # process flushes it before its next use. See Strata::Meta::Client#flush_server.
+      def flush_server(server)
+        @client.flush_server(server)
       end
 
       def close
