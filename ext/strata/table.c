@@ -1190,18 +1190,36 @@ strata_status strata_unlock_shard(strata_table *t, uint32_t shard)
 /* Open, build, validate, close                                                               */
 /* ------------------------------------------------------------------------------------------ */
 
-/* This boot's id (/proc/sys/kernel/random/boot_id, hashed), or 0 where there is none. A robust
- * mutex held when the machine went down is never marked owner-dead: a file built under another
- * boot may hold a lock nobody can take, so file_validate sends it to a rebuild. */
+#ifdef STRATA_TEST_HOOKS
+const char *strata_test_boot_id_path = "/proc/sys/kernel/random/boot_id";
+#define BOOT_ID_PATH strata_test_boot_id_path
+#else
+#define BOOT_ID_PATH "/proc/sys/kernel/random/boot_id"
+#endif
+
+/* This boot's id (/proc/sys/kernel/random/boot_id, hashed), or 0 where there is none (no /proc
+ * in a chroot or sandbox). A robust mutex held when the machine went down is never marked
+ * owner-dead: a file built under another boot may hold a lock nobody can take, so file_validate
+ * sends it to a rebuild. 0 means "unknown" (boot_id_differs). */
 static uint64_t boot_id_now(void)
 {
     char text[64];
     ssize_t n = 0;
-    int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+    int fd = open(BOOT_ID_PATH, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return 0;
     n = read(fd, text, sizeof text);
     close(fd);
     return n > 0 ? strata_hash64(text, (size_t)n, MAGIC) : 0;
+}
+
+/* Whether a file built under boot id built is from another boot than now's. An id of 0 on
+ * either side is unknown and accepted: a process that can't read its boot id (or a file built
+ * by one) would otherwise rebuild the file at every open of a process that can, and back,
+ * for ever. The cost is that such a file is not sent to a rebuild after a reboot: on tmpfs,
+ * the usual home, a reboot removes it anyway. */
+static int boot_id_differs(uint64_t built, uint64_t now)
+{
+    return built != 0 && now != 0 && built != now;
 }
 
 static uint64_t header_check(const struct file_header *h)
@@ -1228,7 +1246,7 @@ static const char *file_validate(int fd, const struct stat *st, const strata_geo
     if (h.fingerprint != layout_fingerprint()) return "struct-size fingerprint differs (another build)";
     if (h.state != STATE_READY) return "initialisation never completed";
     if (h.check != header_check(&h)) return "header checksum mismatch";
-    if (h.boot_id != boot_id_now()) return "built before the last reboot (its shard locks cannot be trusted)";
+    if (boot_id_differs(h.boot_id, boot_id_now())) return "built before the last reboot (its shard locks cannot be trusted)";
     if (h.file_size != (uint64_t)st->st_size) return "file is truncated or extended";
     if (h.file_size != g->size || h.shards != g->shards || h.buckets_per_shard != g->buckets_per_shard ||
         h.segments_per_shard != g->segments_per_shard || h.segment_size != g->segment_size ||

@@ -25,7 +25,8 @@
  *                         u64 ctl offset            u64 index offset     u64 data offset
  *                         u64 hash seed             u32 creator uid      u32 creator pid
  *                         u64 created at (unix ms)  u64 boot id (hash of the boot_id of the boot
- *                         that built it)            u64 header check (hash of everything above)
+ *                         that built it; 0 = unknown) u64 header check (hash of every field above
+ *                         except state, which changes once)
  *                       state is INITIALIZING (1) while the builder fills the file and READY (2)
  *                       after; nothing else is ever written to the header after READY.
  *   ctl offset = 4096   shards x 128-byte shard control blocks, rounded up to 4096:
@@ -61,7 +62,10 @@
  *             the header check hash); any mismatch rebuilds the file (a wrong magic number
  *             refuses it instead: Caveats, files written by others), and so does a boot id
  *             other than this boot's (a mutex held when the machine went down is never marked
- *             owner-dead, so a file from another boot may hold a lock nobody can take).
+ *             owner-dead, so a file from another boot may hold a lock nobody can take). A boot
+ *             id of 0, in the file or for this process (no readable /proc), is unknown and
+ *             accepted: otherwise processes with and without one would rebuild each other's file
+ *             for ever.
  *     death:  a builder that dies leaves state INITIALIZING (the magic number is written before
  *             anything else), or an empty file; the next opener rebuilds or builds it.
  *   shard control block
@@ -172,7 +176,9 @@
  *     holder is recovered as above. Never forced.
  *   reboot: a lock held when the machine went down stays held in a file on disk (the kernel
  *     marks robust mutexes owner-dead only when their owner exits). The header records the
- *     boot; a file from another boot is rebuilt at open. Remedy: nothing to do.
+ *     boot; a file from another boot is rebuilt at open. Remedy: nothing to do, except where
+ *     /proc/sys/kernel/random/boot_id can't be read (the boot is then unknown and not checked):
+ *     keep the file on tmpfs, which a reboot empties.
  *   SIGSTOPped opener: opening a valid file takes no lock, so it never waits for another opener.
  *     One stopped while building or rebuilding the file holds its flock: openers of that unbuilt
  *     or bad file give up after 1 s (STRATA_EFLOCK). Remedy: SIGCONT or kill it; the next opener

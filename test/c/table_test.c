@@ -705,19 +705,22 @@ static uint64_t mirror_check(const struct header_mirror *h)
 }
 
 /* Make name's header say it was built under another boot, keeping it otherwise valid. */
-static int forge_other_boot(const char *name)
+/* Rewrite the file's boot id: xor it with flip, or set it to 0 when flip is 0. */
+static int forge_boot_id(const char *name, uint64_t flip)
 {
     struct header_mirror h;
     int fd = open(path_of(name), O_RDWR), ok = 0;
     if (fd < 0) return 0;
     if (pread(fd, &h, sizeof h, 0) == (ssize_t)sizeof h && h.check == mirror_check(&h)) {
-        h.boot_id ^= 0x5a5a;
+        h.boot_id = flip ? h.boot_id ^ flip : 0;
         h.check = mirror_check(&h);
         ok = pwrite(fd, &h, sizeof h, 0) == (ssize_t)sizeof h;
     }
     close(fd);
     return ok;
 }
+
+static int forge_other_boot(const char *name) { return forge_boot_id(name, 0x5a5a); }
 
 static int copy_file(const char *from, const char *to)
 {
@@ -780,6 +783,46 @@ static void test_other_boot_rebuilds(void)
     CHECK(set(t, "k", "w") == STRATA_OK && get_is(t, "k", "w"));
     strata_close(t);
     CHECK(open_reason("boot-other.l1", o, &reason, &t) == STRATA_OK && reason == NULL); /* now this boot's */
+    strata_close(t);
+}
+
+extern const char *strata_test_boot_id_path;
+
+/* A boot id of 0 (unreadable /proc) is unknown, in the file or in the opener: accepted, or
+ * processes with and without /proc would rebuild each other's file for ever. */
+static void test_unknown_boot_accepted(void)
+{
+    strata_options o = opts_of(2u << 20);
+    strata_table *t = NULL;
+    const char *reason = NULL, *real = strata_test_boot_id_path;
+
+    /* A file whose builder had no boot id, opened by a process that has one. */
+    CHECK(open_reason("boot0.l1", o, &reason, &t) == STRATA_OK && reason == NULL);
+    REQUIRE(t);
+    CHECK(set(t, "k", "v") == STRATA_OK);
+    strata_close(t);
+    CHECK(forge_boot_id("boot0.l1", 0));
+    CHECK(open_reason("boot0.l1", o, &reason, &t) == STRATA_OK && reason == NULL);
+    REQUIRE(t);
+    CHECK(get_is(t, "k", "v"));
+    strata_close(t);
+
+    /* A process without a boot id opening a file that has one, and building one without. */
+    strata_test_boot_id_path = path_of("no-boot-id-here");
+    CHECK(open_reason("boot1.l1", o, &reason, &t) == STRATA_OK && reason == NULL);
+    REQUIRE(t);
+    CHECK(set(t, "k", "w") == STRATA_OK);
+    strata_close(t);
+    strata_test_boot_id_path = real;
+    CHECK(open_reason("boot1.l1", o, &reason, &t) == STRATA_OK && reason == NULL);
+    REQUIRE(t);
+    CHECK(get_is(t, "k", "w"));
+    strata_close(t);
+    strata_test_boot_id_path = path_of("no-boot-id-here");
+    CHECK(open_reason("boot1.l1", o, &reason, &t) == STRATA_OK && reason == NULL);
+    strata_test_boot_id_path = real;
+    REQUIRE(t);
+    CHECK(get_is(t, "k", "w"));
     strata_close(t);
 }
 
@@ -1456,6 +1499,7 @@ int main(void)
     run("geometry_changed_under_writer", test_geometry_changed_under_writer);
     run("rebuild", test_rebuild);
     run("other_boot_rebuilds", test_other_boot_rebuilds);
+    run("unknown_boot_accepted", test_unknown_boot_accepted);
     run("unsafe_files", test_unsafe_files);
     run("foreign_files", test_foreign_files);
     run("unsafe_dirs", test_unsafe_dirs);
