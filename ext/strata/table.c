@@ -1551,7 +1551,18 @@ static strata_status file_open_once(int dirfd, const char *name, const strata_ge
     if (strata_open_test_hook) strata_open_test_hook(STRATA_OPEN_AT_VALIDATE);
     if (fst.st_size != 0 && file_validate(fd, &fst, g) == NULL) {
         st = file_map(fd, g, base, err);
-        if (st == STRATA_OK && flock(fd, LOCK_EX | LOCK_NB) == 0) { /* free now: tidy up, never wait */
+        if (st != STRATA_OK) goto done;
+        /* A rebuilder may have renamed a new file over name since the nlink check above; we
+         * would then share nothing with later openers for as long as we live. Looked at again
+         * now that the mapping is made: a rename after this point is any mapper's caveat. */
+        if (fstat(fd, &pst) != 0 || pst.st_nlink == 0 || fstatat(dirfd, name, &pst, AT_SYMLINK_NOFOLLOW) != 0 ||
+            pst.st_ino != fst.st_ino || pst.st_dev != fst.st_dev) {
+            munmap(*base, g->size);
+            *base = NULL;
+            *replaced = 1;
+            goto done;
+        }
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0) { /* free now: tidy up, never wait */
             if (fstatat(dirfd, name, &pst, AT_SYMLINK_NOFOLLOW) == 0 && pst.st_ino == fst.st_ino &&
                 pst.st_dev == fst.st_dev)
                 file_sweep_temporaries(dirfd, name);

@@ -1151,6 +1151,42 @@ static void stop_self_at(int at)
     if (at == stop_at) raise(SIGSTOP);
 }
 
+/* The open hook that plays a rebuilder renaming a new file over the path between the opener's
+ * nlink check and its mapping (once). */
+static const char *rename_from, *rename_to;
+static void rename_over_at_validate(int at)
+{
+    if (at != STRATA_OPEN_AT_VALIDATE || rename_from == NULL) return;
+    if (rename(path_of(rename_from), path_of(rename_to)) != 0) perror("rename");
+    rename_from = NULL;
+}
+
+/* An opener whose file is renamed over after its link check maps the new file, not the orphan
+ * it opened (it would share nothing with later openers for life). */
+static void test_replaced_while_opening(void)
+{
+    strata_options o = opts_of(2u << 20);
+    strata_table *old_t = open_table("swap.l1", o), *new_t = open_table("swap-new.l1", o), *t, *later;
+    REQUIRE(old_t && new_t);
+    CHECK(set(old_t, "k", "old") == STRATA_OK);
+    CHECK(set(new_t, "k", "new") == STRATA_OK);
+    rename_from = "swap-new.l1";
+    rename_to = "swap.l1";
+    strata_open_test_hook = rename_over_at_validate;
+    t = open_table("swap.l1", o);
+    strata_open_test_hook = NULL;
+    CHECK(rename_from == NULL);
+    REQUIRE(t);
+    CHECK(get_is(t, "k", "new"));
+    later = open_table("swap.l1", o);
+    REQUIRE(later);
+    CHECK(set(later, "shared", "yes") == STRATA_OK && get_is(t, "shared", "yes"));
+    strata_close(later);
+    strata_close(t);
+    strata_close(new_t);
+    strata_close(old_t);
+}
+
 /* Forks a child that opens name with opts and stops itself at point `at` of the open (table.h:
  * strata_open_test_hook); returns once it is stopped there. It exits 0 if its open succeeded. */
 static pid_t fork_stopped_opener(const char *name, strata_options o, int at)
@@ -1507,6 +1543,7 @@ int main(void)
     run("owner_died", test_owner_died);
     run("stopped_holder", test_stopped_holder);
     run("stopped_opener", test_stopped_opener);
+    run("replaced_while_opening", test_replaced_while_opening);
     run("build_interrupted", test_build_interrupted);
     run("fenced_write", test_fenced_write);
     run("fence_reader_in_flight", test_fence_reader_in_flight);
