@@ -29,7 +29,8 @@
 /* ------------------------------------------------------------------------------------------ */
 
 #define MAGIC 0x314C415441525453ULL /* "STRATAL1" read as a little-endian u64 */
-#define LAYOUT_VERSION 2u /* 2: the bucket word (seq | fence mask), the shard fenced count */
+#define LAYOUT_VERSION 3u /* 2: the bucket word (seq | fence mask), the shard fenced count;
+                            * 3: fenced is 64 bits, the shard's fence log */
 #define HEADER_BYTES 4096u
 #define CTL_BYTES 128u
 #define BUCKET_BYTES 64u
@@ -41,6 +42,7 @@
 #define TAG_MASK 0x7FFFFFFFu
 #define SEQ_ONE (1ULL << 32)   /* a bucket word's seq is its high 32 bits; this is seq 1 (odd) */
 #define FENCE_MASK 0xFFFFFFFFULL /* ... and its fence mask the low 32 bits */
+#define FENCE_LOG 10 /* fenced buckets a shard remembers; fits 128 bytes with a 48-byte mutex */
 
 #define READ_ATTEMPTS 4     /* a reader gives up (miss, torn_reads) after this many tries */
 #define SEQ_SPINS 64        /* pauses a reader waits for an odd seq to turn even, per attempt */
@@ -76,8 +78,9 @@ struct shard_ctl {
     uint32_t next_cas; /* cas of the next item written; never 0 */
     uint64_t drops;
     uint64_t rotations;
-    uint32_t fenced; /* fences set and not yet cleared; atomic, written without the lock */
-    uint32_t unused;
+    uint64_t fenced;         /* fences set and not yet cleared; atomic, written without the lock */
+    uint32_t fence_overflow; /* nonzero: fence_log missed a bucket, the next holder scans them all */
+    uint32_t fence_log[FENCE_LOG]; /* fenced bucket + 1, 0 = free entry; see fence_log_add */
 };
 
 struct bucket {
@@ -466,44 +469,97 @@ static void slot_publish(struct bucket *b, int i, uint64_t w)
 static inline uint64_t fence_bit(uint32_t tag) { return 1ULL << (tag & 31u); }
 
 /*
- * Without the lock: make k's key read as a miss until the shard's next lock holder has dropped
- * its items (shard_unfence). The bit is set first and counted second, both sequentially
- * consistent, so a holder that sees the count also sees the bit. Returns nonzero when the bit
- * was already set (the key read as a miss already). A reader that validates after this store
- * sees the word changed and misses; one that validated before it returned before it.
+ * Without the lock: note in ctl's fence log that bucket (of ctl's shard) carries a fence, so the
+ * next holder visits it rather than every bucket of the shard. Entries are claimed with a compare-and-
+ * swap from 0 (free), so one is never half written; a bucket already noted is not noted twice
+ * (a holder that takes its entry afterwards reads the bucket's word afterwards too, and sees
+ * our bit). With every entry taken, fence_overflow sends the next holder to a full scan.
+ * Bound: FENCE_LOG entries.
  */
-static int bucket_fence(strata_table *t, const keyref *k)
+static void fence_log_add(struct shard_ctl *ctl, uint32_t bucket)
 {
-    uint64_t bit = fence_bit(k->tag);
-    uint64_t old = __atomic_fetch_or(&bucket_of(t, k->shard, k->bucket)->word, bit, __ATOMIC_SEQ_CST);
-    __atomic_fetch_add(&ctl_of(t, k->shard)->fenced, 1u, __ATOMIC_SEQ_CST);
-    return (old & bit) != 0;
+    uint32_t want = bucket + 1;
+    for (int i = 0; i < FENCE_LOG; i++) {
+        uint32_t v = __atomic_load_n(&ctl->fence_log[i], __ATOMIC_SEQ_CST);
+        if (v == 0 && __atomic_compare_exchange_n(&ctl->fence_log[i], &v, want, 0, __ATOMIC_SEQ_CST,
+                                                  __ATOMIC_SEQ_CST))
+            return;
+        if (v == want) return;
+    }
+    __atomic_store_n(&ctl->fence_overflow, 1u, __ATOMIC_SEQ_CST);
 }
 
 /*
- * Lock held: clear shard s's fences. In each fenced bucket, every item whose tag has a fenced
- * bit is unlinked and those bits are cleared in one seq window, so no reader sees the item
- * unfenced. Fences set during the scan keep their bits and their count for the next holder.
- * O(buckets) once after a failed write; one load when there is none.
+ * Without the lock: make k's key read as a miss until the shard's next lock holder has dropped
+ * its items (shard_unfence). The bit is set first, the bucket noted in the fence log second and
+ * the fence counted third, all sequentially consistent, so a holder that sees the count also
+ * sees the note and the bit. Returns nonzero when the bit was already set (the key read as a
+ * miss already). No reader that validates after the bit is set returns the old value, even one
+ * that began before it (it sees the word changed and misses); one that validated before the
+ * bit was set may still return it.
+ */
+static int bucket_fence(strata_table *t, const keyref *k)
+{
+    struct shard_ctl *ctl = ctl_of(t, k->shard);
+    uint64_t bit = fence_bit(k->tag);
+    uint64_t old = __atomic_fetch_or(&bucket_of(t, k->shard, k->bucket)->word, bit, __ATOMIC_SEQ_CST);
+    fence_log_add(ctl, k->bucket);
+    __atomic_fetch_add(&ctl->fenced, 1u, __ATOMIC_SEQ_CST);
+    return (old & bit) != 0;
+}
+
+/* Lock held: in bucket b, unlink every item whose tag has a fence bit set and clear those bits,
+ * in one seq window, so no reader sees the item unfenced. One load when b has no fence. */
+static void bucket_unfence(struct bucket *b)
+{
+    uint64_t mask = __atomic_load_n(&b->word, __ATOMIC_SEQ_CST) & FENCE_MASK;
+    if (mask == 0) return;
+    seq_write_begin(b);
+    /* Bound: 7 slots. */
+    for (int j = 0; j < STRATA_SLOTS_PER_BUCKET; j++) {
+        uint64_t w = slot_load(b, j);
+        if (slot_loc(w) != 0 && (fence_bit(slot_tag(w)) & mask)) slot_store(b, j, 0);
+    }
+    __atomic_fetch_and(&b->word, ~mask, __ATOMIC_RELAXED);
+    seq_write_end(b);
+}
+
+#ifdef STRATA_TEST_HOOKS
+uint64_t strata_test_unfence_full_scans; /* shard_unfence's scans of every bucket */
+#endif
+
+/*
+ * Lock held: clear shard s's fences. The count is loaded first, then the fence log and overflow
+ * flag are taken (each entry swapped for 0): every fence counted had noted its bucket before,
+ * so the buckets noted cover every counted fence, and each is unfenced. A full scan only when
+ * the log overflowed (more than FENCE_LOG buckets fenced since the last holder, or a clear that
+ * fenced the whole shard) or holds a bucket out of range (damage). The holder then subtracts
+ * the count it loaded: fences that land meanwhile keep their bits, notes and counts for the
+ * next holder. O(FENCE_LOG) after failed writes, else O(buckets); one load when there is none.
  */
 static void shard_unfence(strata_table *t, uint32_t s)
 {
     struct shard_ctl *ctl = ctl_of(t, s);
-    uint32_t pending = __atomic_load_n(&ctl->fenced, __ATOMIC_SEQ_CST);
+    uint64_t pending = __atomic_load_n(&ctl->fenced, __ATOMIC_SEQ_CST);
+    int scan_all;
 
     if (pending == 0) return;
-    /* Bound: buckets_per_shard iterations of 7 slots. */
-    for (uint32_t i = 0; i < t->geo.buckets_per_shard; i++) {
-        struct bucket *b = bucket_of(t, s, i);
-        uint64_t mask = __atomic_load_n(&b->word, __ATOMIC_RELAXED) & FENCE_MASK;
-        if (mask == 0) continue;
-        seq_write_begin(b);
-        for (int j = 0; j < STRATA_SLOTS_PER_BUCKET; j++) {
-            uint64_t w = slot_load(b, j);
-            if (slot_loc(w) != 0 && (fence_bit(slot_tag(w)) & mask)) slot_store(b, j, 0);
-        }
-        __atomic_fetch_and(&b->word, ~mask, __ATOMIC_RELAXED);
-        seq_write_end(b);
+    scan_all = __atomic_exchange_n(&ctl->fence_overflow, 0u, __ATOMIC_SEQ_CST) != 0;
+    /* Bound: FENCE_LOG entries. */
+    for (int i = 0; i < FENCE_LOG; i++) {
+        uint32_t v = __atomic_exchange_n(&ctl->fence_log[i], 0u, __ATOMIC_SEQ_CST);
+        if (v == 0 || scan_all) continue;
+        if (v > t->geo.buckets_per_shard)
+            scan_all = 1;
+        else
+            bucket_unfence(bucket_of(t, s, v - 1));
+    }
+    if (scan_all) {
+#ifdef STRATA_TEST_HOOKS
+        __atomic_fetch_add(&strata_test_unfence_full_scans, 1, __ATOMIC_RELAXED);
+#endif
+        /* Bound: buckets_per_shard buckets. */
+        for (uint32_t i = 0; i < t->geo.buckets_per_shard; i++) bucket_unfence(bucket_of(t, s, i));
     }
     __atomic_fetch_sub(&ctl->fenced, pending, __ATOMIC_SEQ_CST);
 }
@@ -616,8 +672,12 @@ typedef struct cursor {
 static void shard_drop(strata_table *t, uint32_t s)
 {
     struct shard_ctl *ctl = ctl_of(t, s);
-    uint32_t pending = __atomic_load_n(&ctl->fenced, __ATOMIC_SEQ_CST);
+    uint64_t pending = __atomic_load_n(&ctl->fenced, __ATOMIC_SEQ_CST);
 
+    /* The notes go before the bits they cover: every bucket is cleared below. */
+    __atomic_store_n(&ctl->fence_overflow, 0u, __ATOMIC_SEQ_CST);
+    /* Bound: FENCE_LOG entries. */
+    for (int i = 0; i < FENCE_LOG; i++) __atomic_store_n(&ctl->fence_log[i], 0u, __ATOMIC_SEQ_CST);
     /* Bound: buckets_per_shard iterations of 7 stores. */
     for (uint32_t i = 0; i < t->geo.buckets_per_shard; i++) {
         struct bucket *b = bucket_of(t, s, i);
@@ -1076,6 +1136,7 @@ strata_status strata_clear(strata_table *t)
              * what is there (as bucket_fence, for all 32 bits of every bucket). */
             for (uint32_t i = 0; i < t->geo.buckets_per_shard; i++)
                 __atomic_fetch_or(&bucket_of(t, s, i)->word, FENCE_MASK, __ATOMIC_SEQ_CST);
+            __atomic_store_n(&ctl_of(t, s)->fence_overflow, 1u, __ATOMIC_SEQ_CST); /* no log: scan all */
             __atomic_fetch_add(&ctl_of(t, s)->fenced, 1u, __ATOMIC_SEQ_CST);
             continue;
         }

@@ -32,7 +32,9 @@
  *   ctl offset = 4096   shards x 128-byte shard control blocks, rounded up to 4096:
  *                         pthread_mutex_t lock; u32 active segment; u32 next cas;
  *                         u64 drops (times the shard was dropped); u64 rotations;
- *                         u32 fenced (fences set and not yet cleared); u32 unused
+ *                         u64 fenced (fences set and not yet cleared);
+ *                         u32 fence overflow (nonzero: a fenced bucket was not logged);
+ *                         u32 fence log[10] (fenced bucket index + 1; 0 = free entry)
  *   index offset        shards x buckets-per-shard buckets of 64 bytes (one cache line), shard 0
  *                       first, rounded up to 4096:
  *                         u64 word; u64 slot[7]
@@ -70,8 +72,12 @@
  *             anything else), or an empty file; the next opener rebuilds or builds it.
  *   shard control block
  *     guard:  the mutex itself; every other field is read and written only by the holder,
- *             except fenced: a writer that failed to take the lock adds 1 (atomic), the holder
- *             subtracts what it has cleared (atomic).
+ *             except the fence fields: a writer that failed to take the lock sets its bucket's
+ *             fence bit, then notes the bucket in a free fence log entry (compare-and-swap
+ *             from 0; fence overflow set when none is free), then adds 1 to fenced. The holder
+ *             loads fenced, takes the overflow flag and every log entry (atomic swaps for 0),
+ *             unfences the buckets noted (all of them after an overflow), then subtracts the
+ *             count it loaded (atomic); so unfencing costs O(fences), not O(buckets).
  *     stale:  readers never look at it.
  *     death:  fields may be half updated; the recovering writer resets all of them (shard
  *             drop). active and the active segment's fill are also copied once and validated
@@ -86,9 +92,10 @@
  *             window in which it also unlinks every item the cleared bits cover.
  *     stale:  a reader loads the word (acquire), misses at once if its key's fence bit is set,
  *             reads slots and item, re-checks the whole word after an acquire fence; odd or
- *             changed means retry (at most 4 times, then a miss). So a reader that validates
- *             after a fence was set misses, even one that began before it: once a failed
- *             writer returns, no reader returns the value it failed to replace. The ref bit
+ *             changed means retry (at most 4 times, then a miss). So no reader that validates
+ *             after a fence was set returns the value it covers, even one that began before
+ *             it; a reader that validated just before the fence may still return that value,
+ *             as if it had finished before the failed write began. The ref bit
  *             is set by readers with a compare-and-swap against the exact slot value they
  *             validated, so it lands on that slot value or nowhere; a lost ref bit only makes
  *             an item an eviction candidate one round early.
@@ -394,8 +401,8 @@ typedef struct strata_write_req {
 strata_status strata_write(strata_table *t, strata_write_req *req, int wait);
 
 /* Remove every expired entry. O(slots); locks one shard at a time. *removed counts them.
- * Shards whose lock times out are skipped (and counted as lock_timeouts); returns
- * STRATA_LOCK_TIMEOUT if any was. */
+ * Shards whose lock can't be taken are skipped (a timeout is counted as lock_timeouts); returns
+ * STRATA_OK, or the status of the last shard skipped (STRATA_LOCK_TIMEOUT or STRATA_ELOCK). */
 strata_status strata_cleanup(strata_table *t, uint64_t *removed);
 
 /* Remove everything, one shard at a time. A shard whose lock can't be taken is fenced whole

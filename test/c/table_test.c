@@ -1442,6 +1442,84 @@ static void test_fence_reader_in_flight(void)
     strata_close(t);
 }
 
+extern uint64_t strata_test_unfence_full_scans;
+
+/* Fence n keys from keys (the shard lock held through holder), then let a write through. */
+static void fence_then_write(strata_table *t, strata_table *holder, char keys[][32], int n)
+{
+    REQUIRE(strata_lock_shard(holder, 0, 1) == STRATA_OK);
+    for (int i = 0; i < n; i++) CHECK(set(t, keys[i], "new") == STRATA_LOCK_TIMEOUT);
+    CHECK(strata_unlock_shard(holder, 0) == STRATA_OK);
+    CHECK(set(t, "unfence-now", "x") == STRATA_OK);
+}
+
+/* The next holder clears fences by visiting the buckets the fencers noted, not every bucket of
+ * the shard (a scan per contended write made a lock held briefly even harder to get); only
+ * more fenced buckets than the log holds, or a whole-shard fence (clear), send it to a scan. */
+static void test_unfence_visits_fenced_buckets(void)
+{
+    strata_options o = opts_of(2u << 20);
+    strata_table *t, *holder;
+    static char keys[100][32];
+    uint64_t scans;
+    o.shards = 1;
+    t = open_table("unfence.l1", o);
+    holder = open_table("unfence.l1", o);
+    REQUIRE(t && holder);
+    REQUIRE(keys_on_shard(t, 0, "uf", keys, 100) == 100);
+    for (int i = 0; i < 100; i++) CHECK(set(t, keys[i], keys[i]) == STRATA_OK);
+
+    scans = strata_test_unfence_full_scans;
+    fence_then_write(t, holder, keys, 3);
+    CHECK(strata_test_unfence_full_scans == scans);
+    for (int i = 0; i < 3; i++) CHECK(get_is(t, keys[i], NULL)); /* dropped, not unmasked */
+    for (int i = 0; i < 3; i++) CHECK(set(t, keys[i], keys[i]) == STRATA_OK && get_is(t, keys[i], keys[i]));
+    CHECK(still_reading(t, keys, 100) >= 100 - 3 * 6);
+
+    /* 40 keys fall in more than 10 buckets of ~3,000 (all but certainly): a full scan. */
+    fence_then_write(t, holder, keys + 10, 40);
+    CHECK(strata_test_unfence_full_scans == scans + 1);
+    for (int i = 10; i < 50; i++) CHECK(get_is(t, keys[i], NULL));
+    for (int i = 10; i < 50; i++) CHECK(set(t, keys[i], keys[i]) == STRATA_OK && get_is(t, keys[i], keys[i]));
+    CHECK(set(t, "unfence-now", "y") == STRATA_OK);
+    CHECK(strata_test_unfence_full_scans == scans + 1); /* nothing left to clear */
+
+    /* A clear that can't lock the shard fences all of it: the next holder scans. */
+    REQUIRE(strata_lock_shard(holder, 0, 1) == STRATA_OK);
+    CHECK(strata_clear(t) == STRATA_OK);
+    CHECK(strata_unlock_shard(holder, 0) == STRATA_OK);
+    CHECK(set(t, keys[0], "after") == STRATA_OK && get_is(t, keys[0], "after"));
+    CHECK(strata_test_unfence_full_scans == scans + 2);
+    CHECK(still_reading(t, keys + 1, 99) == 0);
+    for (int i = 1; i < 100; i++) CHECK(set(t, keys[i], keys[i]) == STRATA_OK);
+    CHECK(still_reading(t, keys + 1, 99) == 99);
+    strata_close(holder);
+    strata_close(t);
+}
+
+/* The shard's count of fences waiting for a holder is 64 bits: a 32-bit one at 2^32 - 1 (4
+ * billion fences, or a stray write) wrapped to 0 at the next fence, and no holder ever cleared
+ * that fence: its key read as a miss for good, whatever was written to it later. */
+static void test_fence_count_does_not_wrap(void)
+{
+    strata_options o = opts_of(2u << 20);
+    strata_table *t, *holder;
+    const uint32_t high = 0xFFFFFFFFu; /* the low half of the count (little-endian) */
+    o.shards = 1;
+    t = open_table("fencewrap.l1", o);
+    holder = open_table("fencewrap.l1", o);
+    REQUIRE(t && holder);
+    CHECK(set(t, "k", "old") == STRATA_OK);
+    REQUIRE(strata_lock_shard(holder, 0, 1) == STRATA_OK);
+    /* shard ctl 0: mutex, u32 active, u32 next cas, u64 drops, u64 rotations, then fenced */
+    corrupt_at("fencewrap.l1", 4096 + (off_t)sizeof(pthread_mutex_t) + 24, &high, sizeof high);
+    CHECK(set(t, "k", "new") == STRATA_LOCK_TIMEOUT && get_is(t, "k", NULL));
+    CHECK(strata_unlock_shard(holder, 0) == STRATA_OK);
+    CHECK(set(t, "k", "newer") == STRATA_OK && get_is(t, "k", "newer"));
+    strata_close(holder);
+    strata_close(t);
+}
+
 /* clear with a shard it cannot lock: that shard reads as empty at once, and stays so. */
 static void test_clear_locked_shard(void)
 {
@@ -1548,6 +1626,8 @@ int main(void)
     run("fenced_write", test_fenced_write);
     run("fence_reader_in_flight", test_fence_reader_in_flight);
     run("clear_locked_shard", test_clear_locked_shard);
+    run("unfence_visits_fenced_buckets", test_unfence_visits_fenced_buckets);
+    run("fence_count_does_not_wrap", test_fence_count_does_not_wrap);
     run("fork_child_stats", test_fork_child_stats);
     report_hash_speed();
     remove_dir();
