@@ -1542,6 +1542,13 @@ static strata_status file_lock(int fd, uint64_t deadline, int *err)
     }
 }
 
+#ifdef STRATA_TEST_HOOKS
+uint64_t strata_test_min_lock_timeout_ns = STRATA_MIN_LOCK_TIMEOUT_NS; /* a test may raise it */
+#define MIN_LOCK_TIMEOUT_NS strata_test_min_lock_timeout_ns
+#else
+#define MIN_LOCK_TIMEOUT_NS STRATA_MIN_LOCK_TIMEOUT_NS
+#endif
+
 static strata_table *table_new(uint8_t *base, const strata_geometry *g, uint64_t lock_timeout_ns)
 {
     const struct file_header *h = (const struct file_header *)base;
@@ -1565,7 +1572,8 @@ static strata_table *table_new(uint8_t *base, const strata_geometry *g, uint64_t
     t->seed = h->seed;
     t->shard_data_bytes = (uint64_t)g->segments_per_shard * g->segment_size;
     t->shard_mask = g->shards - 1;
-    t->lock_timeout_ns = lock_timeout_ns;
+    /* Never fence under mere contention (table.h: STRATA_MIN_LOCK_TIMEOUT_NS). */
+    t->lock_timeout_ns = lock_timeout_ns < MIN_LOCK_TIMEOUT_NS ? MIN_LOCK_TIMEOUT_NS : lock_timeout_ns;
     return t;
 }
 

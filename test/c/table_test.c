@@ -15,7 +15,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -1442,6 +1444,79 @@ static void test_fence_reader_in_flight(void)
     strata_close(t);
 }
 
+extern uint64_t strata_test_min_lock_timeout_ns;
+
+/* The holder side of contended_write_waits: takes the shard, says so, and lets go as soon as the
+ * writer is queued on the mutex (glibc sets FUTEX_WAITERS in the lock word, the mutex's first
+ * int) or has given up. */
+typedef struct contention {
+    strata_table *holder;
+    uint32_t shard;
+    const volatile int *lock_word;
+    int locked, writer_done;
+} contention;
+
+static void *hold_until_waited_for(void *p)
+{
+    contention *c = p;
+    if (strata_lock_shard(c->holder, c->shard, 1) != STRATA_OK) {
+        __atomic_store_n(&c->locked, -1, __ATOMIC_SEQ_CST);
+        return NULL;
+    }
+    __atomic_store_n(&c->locked, 1, __ATOMIC_SEQ_CST);
+    /* Bound: until the writer waits or returns; it returns within its lock timeout. */
+    while (!(__atomic_load_n(c->lock_word, __ATOMIC_SEQ_CST) & (int)0x80000000u) &&
+           !__atomic_load_n(&c->writer_done, __ATOMIC_SEQ_CST))
+        sched_yield();
+    strata_unlock_shard(c->holder, c->shard);
+    return NULL;
+}
+
+/* lock_timeout 0 waits the minimum, not a single trylock: a write that meets a lock held
+ * briefly by another thread gets it when it is let go, instead of fencing its key. The
+ * minimum is raised for the test so no timing matters: the holder lets go once the writer waits. */
+static void test_contended_write_waits(void)
+{
+    strata_options o = opts_of(2u << 20);
+    strata_table *t, *holder;
+    strata_stats st;
+    contention c;
+    pthread_t thread;
+    uint64_t min = strata_test_min_lock_timeout_ns;
+    void *map;
+    int fd;
+
+    o.lock_timeout_ns = 0;
+    strata_test_min_lock_timeout_ns = 60ull * 1000 * 1000 * 1000;
+    t = open_table("contend.l1", o);
+    strata_test_min_lock_timeout_ns = min;
+    holder = open_table("contend.l1", o);
+    REQUIRE(t && holder);
+    CHECK(set(t, "k", "old") == STRATA_OK);
+    fd = open(path_of("contend.l1"), O_RDONLY);
+    REQUIRE(fd >= 0);
+    map = mmap(NULL, 8192, PROT_READ, MAP_SHARED, fd, 0);
+    close(fd);
+    REQUIRE(map != MAP_FAILED);
+    memset(&c, 0, sizeof c);
+    c.holder = holder;
+    c.shard = strata_shard_for(t, "k", 1);
+    c.lock_word = (const volatile int *)((const char *)map + 4096 + (size_t)c.shard * 128);
+    REQUIRE(pthread_create(&thread, NULL, hold_until_waited_for, &c) == 0);
+    /* Bound: until the holder thread has the lock (or failed to take it). */
+    while (__atomic_load_n(&c.locked, __ATOMIC_SEQ_CST) == 0) sched_yield();
+    CHECK(c.locked == 1);
+    CHECK(set(t, "k", "new") == STRATA_OK);
+    __atomic_store_n(&c.writer_done, 1, __ATOMIC_SEQ_CST);
+    pthread_join(thread, NULL);
+    CHECK(get_is(t, "k", "new"));
+    strata_stats_get(t, &st);
+    CHECK(st.counters.lock_timeouts == 0);
+    munmap(map, 8192);
+    strata_close(holder);
+    strata_close(t);
+}
+
 extern uint64_t strata_test_unfence_full_scans;
 
 /* Fence n keys from keys (the shard lock held through holder), then let a write through. */
@@ -1628,6 +1703,7 @@ int main(void)
     run("clear_locked_shard", test_clear_locked_shard);
     run("unfence_visits_fenced_buckets", test_unfence_visits_fenced_buckets);
     run("fence_count_does_not_wrap", test_fence_count_does_not_wrap);
+    run("contended_write_waits", test_contended_write_waits);
     run("fork_child_stats", test_fork_child_stats);
     report_hash_speed();
     remove_dir();
