@@ -13,7 +13,8 @@
  *   the next writer of that shard drops the shard and carries on. A writer that cannot take the
  *   lock (held too long, or unusable) fences its key instead: one atomic OR on the key's bucket
  *   word makes the key read as a miss at once, and the shard's next lock holder drops what the
- *   fence covers. A failed write therefore never leaves the value it meant to replace readable.
+ *   fence covers. So once a failed write returns, no read that starts after it returns the
+ *   value it meant to replace.
  *
  * FILE LAYOUT (all integers in the CPU's byte order, which the fingerprint records)
  *
