@@ -469,11 +469,12 @@ static void slot_publish(struct bucket *b, int i, uint64_t w)
 static inline uint64_t fence_bit(uint32_t tag) { return 1ULL << (tag & 31u); }
 
 /*
- * Without the lock: note in ctl's fence log that bucket (of ctl's shard) carries a fence, so the
- * next holder visits it rather than every bucket of the shard. Entries are claimed with a compare-and-
- * swap from 0 (free), so one is never half written; a bucket already noted is not noted twice
- * (a holder that takes its entry afterwards reads the bucket's word afterwards too, and sees
- * our bit). With every entry taken, fence_overflow sends the next holder to a full scan.
+ * Without the lock: note in ctl's fence log that bucket (of ctl's shard) carries a fence, so
+ * the next holder visits it rather than every bucket of the shard. An entry is claimed with a
+ * compare-and-swap from 0 (free), so it is never half written; a bucket already noted is not
+ * noted twice (a holder that takes its entry after we saw it reads the bucket's word after
+ * that too, and sees our bit). With every entry taken, fence_overflow sends the next holder to
+ * a full scan.
  * Bound: FENCE_LOG entries.
  */
 static void fence_log_add(struct shard_ctl *ctl, uint32_t bucket)
@@ -535,7 +536,8 @@ uint64_t strata_test_unfence_full_scans; /* shard_unfence's scans of every bucke
  * the log overflowed (more than FENCE_LOG buckets fenced since the last holder, or a clear that
  * fenced the whole shard) or holds a bucket out of range (damage). The holder then subtracts
  * the count it loaded: fences that land meanwhile keep their bits, notes and counts for the
- * next holder. O(FENCE_LOG) after failed writes, else O(buckets); one load when there is none.
+ * next holder. O(FENCE_LOG) when at most FENCE_LOG buckets were fenced, O(buckets) after more;
+ * one load when there is no fence.
  */
 static void shard_unfence(strata_table *t, uint32_t s)
 {
@@ -1307,7 +1309,8 @@ static const char *file_validate(int fd, const struct stat *st, const strata_geo
     if (h.fingerprint != layout_fingerprint()) return "struct-size fingerprint differs (another build)";
     if (h.state != STATE_READY) return "initialisation never completed";
     if (h.check != header_check(&h)) return "header checksum mismatch";
-    if (boot_id_differs(h.boot_id, boot_id_now())) return "built before the last reboot (its shard locks cannot be trusted)";
+    if (boot_id_differs(h.boot_id, boot_id_now()))
+        return "built before the last reboot (its shard locks cannot be trusted)";
     if (h.file_size != (uint64_t)st->st_size) return "file is truncated or extended";
     if (h.file_size != g->size || h.shards != g->shards || h.buckets_per_shard != g->buckets_per_shard ||
         h.segments_per_shard != g->segments_per_shard || h.segment_size != g->segment_size ||
@@ -1624,8 +1627,9 @@ static strata_status file_open_once(int dirfd, const char *name, const strata_ge
         /* A rebuilder may have renamed a new file over name since the nlink check above; we
          * would then share nothing with later openers for as long as we live. Looked at again
          * now that the mapping is made: a rename after this point is any mapper's caveat. */
-        if (fstat(fd, &pst) != 0 || pst.st_nlink == 0 || fstatat(dirfd, name, &pst, AT_SYMLINK_NOFOLLOW) != 0 ||
-            pst.st_ino != fst.st_ino || pst.st_dev != fst.st_dev) {
+        if (fstat(fd, &pst) != 0 || pst.st_nlink == 0 ||
+            fstatat(dirfd, name, &pst, AT_SYMLINK_NOFOLLOW) != 0 || pst.st_ino != fst.st_ino ||
+            pst.st_dev != fst.st_dev) {
             munmap(*base, g->size);
             *base = NULL;
             *replaced = 1;
