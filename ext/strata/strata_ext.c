@@ -64,6 +64,13 @@ static size_t shm_memsize(const void *p)
 static const rb_data_type_t shm_type = {
     .wrap_struct_name = "Strata::Tiers::SharedMemory",
     .function = {.dmark = shm_mark, .dfree = shm_free, .dsize = shm_memsize},
+    /* Not RUBY_TYPED_WB_PROTECTED, and it must stay so. The memo stores Strings into its slots
+     * with plain C stores (no RB_OBJ_WRITE): safe only because the GC treats an unprotected
+     * object as one that may point anywhere and marks it at every collection. The memo's aging
+     * (value_memo.h, BOUNDS) counts on that too: value_memo_mark must run at every collection,
+     * minor ones included, but an old protected object is marked by a minor one only when a
+     * write barrier has remembered it. Adding the flag would need RB_OBJ_WRITE at every store
+     * and another way to age the memo. */
     .flags = RUBY_TYPED_FREE_IMMEDIATELY,
 };
 
@@ -504,7 +511,8 @@ static VALUE shm_cleanup(VALUE self)
     return ULL2NUM(m.removed);
 }
 
-/* clear: true (a shard that can't be locked is fenced: it reads as empty; see strata_clear) */
+/* clear: true. strata_clear fences a shard it can't lock (it reads as empty) and so returns
+ * STRATA_OK; anything else would be a new failure of the table: a TierError. */
 static VALUE shm_clear(VALUE self)
 {
     shm *s = shm_open_handle(self);
@@ -512,8 +520,6 @@ static VALUE shm_clear(VALUE self)
     run_without_gvl(s, clear_blocking, &m);
     value_memo_clear(&s->memo);
     if (m.st == STRATA_OK) return Qtrue;
-    if (m.st == STRATA_LOCK_TIMEOUT)
-        rb_raise(strata_error_class("Strata::RetryableError"), "clear: %s", strata_strerror(m.st));
     rb_raise(strata_error_class("Strata::TierError"), "clear: %s", strata_strerror(m.st));
     return Qnil;
 }

@@ -29,7 +29,8 @@
 /* ------------------------------------------------------------------------------------------ */
 
 #define MAGIC 0x314C415441525453ULL /* "STRATAL1" read as a little-endian u64 */
-#define LAYOUT_VERSION 2u /* 2: the bucket word (seq | fence mask), the shard fenced count */
+#define LAYOUT_VERSION 3u /* 2: the bucket word (seq | fence mask), the shard fenced count;
+                            * 3: fenced is 64 bits, the shard's fence log */
 #define HEADER_BYTES 4096u
 #define CTL_BYTES 128u
 #define BUCKET_BYTES 64u
@@ -41,6 +42,7 @@
 #define TAG_MASK 0x7FFFFFFFu
 #define SEQ_ONE (1ULL << 32)   /* a bucket word's seq is its high 32 bits; this is seq 1 (odd) */
 #define FENCE_MASK 0xFFFFFFFFULL /* ... and its fence mask the low 32 bits */
+#define FENCE_LOG 10 /* fenced buckets a shard remembers; fits 128 bytes with a 48-byte mutex */
 
 #define READ_ATTEMPTS 4     /* a reader gives up (miss, torn_reads) after this many tries */
 #define SEQ_SPINS 64        /* pauses a reader waits for an odd seq to turn even, per attempt */
@@ -76,8 +78,9 @@ struct shard_ctl {
     uint32_t next_cas; /* cas of the next item written; never 0 */
     uint64_t drops;
     uint64_t rotations;
-    uint32_t fenced; /* fences set and not yet cleared; atomic, written without the lock */
-    uint32_t unused;
+    uint64_t fenced;         /* fences set and not yet cleared; atomic, written without the lock */
+    uint32_t fence_overflow; /* nonzero: fence_log missed a bucket, the next holder scans them all */
+    uint32_t fence_log[FENCE_LOG]; /* fenced bucket + 1, 0 = free entry; see fence_log_add */
 };
 
 struct bucket {
@@ -466,44 +469,99 @@ static void slot_publish(struct bucket *b, int i, uint64_t w)
 static inline uint64_t fence_bit(uint32_t tag) { return 1ULL << (tag & 31u); }
 
 /*
- * Without the lock: make k's key read as a miss until the shard's next lock holder has dropped
- * its items (shard_unfence). The bit is set first and counted second, both sequentially
- * consistent, so a holder that sees the count also sees the bit. Returns nonzero when the bit
- * was already set (the key read as a miss already). A reader that validates after this store
- * sees the word changed and misses; one that validated before it returned before it.
+ * Without the lock: note in ctl's fence log that bucket (of ctl's shard) carries a fence, so
+ * the next holder visits it rather than every bucket of the shard. An entry is claimed with a
+ * compare-and-swap from 0 (free), so it is never half written; a bucket already noted is not
+ * noted twice (a holder that takes its entry after we saw it reads the bucket's word after
+ * that too, and sees our bit). With every entry taken, fence_overflow sends the next holder to
+ * a full scan.
+ * Bound: FENCE_LOG entries.
  */
-static int bucket_fence(strata_table *t, const keyref *k)
+static void fence_log_add(struct shard_ctl *ctl, uint32_t bucket)
 {
-    uint64_t bit = fence_bit(k->tag);
-    uint64_t old = __atomic_fetch_or(&bucket_of(t, k->shard, k->bucket)->word, bit, __ATOMIC_SEQ_CST);
-    __atomic_fetch_add(&ctl_of(t, k->shard)->fenced, 1u, __ATOMIC_SEQ_CST);
-    return (old & bit) != 0;
+    uint32_t want = bucket + 1;
+    for (int i = 0; i < FENCE_LOG; i++) {
+        uint32_t v = __atomic_load_n(&ctl->fence_log[i], __ATOMIC_SEQ_CST);
+        if (v == 0 && __atomic_compare_exchange_n(&ctl->fence_log[i], &v, want, 0, __ATOMIC_SEQ_CST,
+                                                  __ATOMIC_SEQ_CST))
+            return;
+        if (v == want) return;
+    }
+    __atomic_store_n(&ctl->fence_overflow, 1u, __ATOMIC_SEQ_CST);
 }
 
 /*
- * Lock held: clear shard s's fences. In each fenced bucket, every item whose tag has a fenced
- * bit is unlinked and those bits are cleared in one seq window, so no reader sees the item
- * unfenced. Fences set during the scan keep their bits and their count for the next holder.
- * O(buckets) once after a failed write; one load when there is none.
+ * Without the lock: make k's key read as a miss until the shard's next lock holder has dropped
+ * its items (shard_unfence). The bit is set first, the bucket noted in the fence log second and
+ * the fence counted third, all sequentially consistent, so a holder that sees the count also
+ * sees the note and the bit. Returns nonzero when the bit was already set (the key read as a
+ * miss already). No reader that validates after the bit is set returns the old value, even one
+ * that began before it (it sees the word changed and misses); one that validated before the
+ * bit was set may still return it.
+ */
+static int bucket_fence(strata_table *t, const keyref *k)
+{
+    struct shard_ctl *ctl = ctl_of(t, k->shard);
+    uint64_t bit = fence_bit(k->tag);
+    uint64_t old = __atomic_fetch_or(&bucket_of(t, k->shard, k->bucket)->word, bit, __ATOMIC_SEQ_CST);
+    fence_log_add(ctl, k->bucket);
+    __atomic_fetch_add(&ctl->fenced, 1u, __ATOMIC_SEQ_CST);
+    return (old & bit) != 0;
+}
+
+/* Lock held: in bucket b, unlink every item whose tag has a fence bit set and clear those bits,
+ * in one seq window, so no reader sees the item unfenced. One load when b has no fence. */
+static void bucket_unfence(struct bucket *b)
+{
+    uint64_t mask = __atomic_load_n(&b->word, __ATOMIC_SEQ_CST) & FENCE_MASK;
+    if (mask == 0) return;
+    seq_write_begin(b);
+    /* Bound: 7 slots. */
+    for (int j = 0; j < STRATA_SLOTS_PER_BUCKET; j++) {
+        uint64_t w = slot_load(b, j);
+        if (slot_loc(w) != 0 && (fence_bit(slot_tag(w)) & mask)) slot_store(b, j, 0);
+    }
+    __atomic_fetch_and(&b->word, ~mask, __ATOMIC_RELAXED);
+    seq_write_end(b);
+}
+
+#ifdef STRATA_TEST_HOOKS
+uint64_t strata_test_unfence_full_scans; /* shard_unfence's scans of every bucket */
+#endif
+
+/*
+ * Lock held: clear shard s's fences. The count is loaded first, then the fence log and overflow
+ * flag are taken (each entry swapped for 0): every fence counted had noted its bucket before,
+ * so the buckets noted cover every counted fence, and each is unfenced. A full scan only when
+ * the log overflowed (more than FENCE_LOG buckets fenced since the last holder, or a clear that
+ * fenced the whole shard) or holds a bucket out of range (damage). The holder then subtracts
+ * the count it loaded: fences that land meanwhile keep their bits, notes and counts for the
+ * next holder. O(FENCE_LOG) when at most FENCE_LOG buckets were fenced, O(buckets) after more;
+ * one load when there is no fence.
  */
 static void shard_unfence(strata_table *t, uint32_t s)
 {
     struct shard_ctl *ctl = ctl_of(t, s);
-    uint32_t pending = __atomic_load_n(&ctl->fenced, __ATOMIC_SEQ_CST);
+    uint64_t pending = __atomic_load_n(&ctl->fenced, __ATOMIC_SEQ_CST);
+    int scan_all;
 
     if (pending == 0) return;
-    /* Bound: buckets_per_shard iterations of 7 slots. */
-    for (uint32_t i = 0; i < t->geo.buckets_per_shard; i++) {
-        struct bucket *b = bucket_of(t, s, i);
-        uint64_t mask = __atomic_load_n(&b->word, __ATOMIC_RELAXED) & FENCE_MASK;
-        if (mask == 0) continue;
-        seq_write_begin(b);
-        for (int j = 0; j < STRATA_SLOTS_PER_BUCKET; j++) {
-            uint64_t w = slot_load(b, j);
-            if (slot_loc(w) != 0 && (fence_bit(slot_tag(w)) & mask)) slot_store(b, j, 0);
-        }
-        __atomic_fetch_and(&b->word, ~mask, __ATOMIC_RELAXED);
-        seq_write_end(b);
+    scan_all = __atomic_exchange_n(&ctl->fence_overflow, 0u, __ATOMIC_SEQ_CST) != 0;
+    /* Bound: FENCE_LOG entries. */
+    for (int i = 0; i < FENCE_LOG; i++) {
+        uint32_t v = __atomic_exchange_n(&ctl->fence_log[i], 0u, __ATOMIC_SEQ_CST);
+        if (v == 0 || scan_all) continue;
+        if (v > t->geo.buckets_per_shard)
+            scan_all = 1;
+        else
+            bucket_unfence(bucket_of(t, s, v - 1));
+    }
+    if (scan_all) {
+#ifdef STRATA_TEST_HOOKS
+        __atomic_fetch_add(&strata_test_unfence_full_scans, 1, __ATOMIC_RELAXED);
+#endif
+        /* Bound: buckets_per_shard buckets. */
+        for (uint32_t i = 0; i < t->geo.buckets_per_shard; i++) bucket_unfence(bucket_of(t, s, i));
     }
     __atomic_fetch_sub(&ctl->fenced, pending, __ATOMIC_SEQ_CST);
 }
@@ -616,8 +674,12 @@ typedef struct cursor {
 static void shard_drop(strata_table *t, uint32_t s)
 {
     struct shard_ctl *ctl = ctl_of(t, s);
-    uint32_t pending = __atomic_load_n(&ctl->fenced, __ATOMIC_SEQ_CST);
+    uint64_t pending = __atomic_load_n(&ctl->fenced, __ATOMIC_SEQ_CST);
 
+    /* The notes go before the bits they cover: every bucket is cleared below. */
+    __atomic_store_n(&ctl->fence_overflow, 0u, __ATOMIC_SEQ_CST);
+    /* Bound: FENCE_LOG entries. */
+    for (int i = 0; i < FENCE_LOG; i++) __atomic_store_n(&ctl->fence_log[i], 0u, __ATOMIC_SEQ_CST);
     /* Bound: buckets_per_shard iterations of 7 stores. */
     for (uint32_t i = 0; i < t->geo.buckets_per_shard; i++) {
         struct bucket *b = bucket_of(t, s, i);
@@ -1076,6 +1138,7 @@ strata_status strata_clear(strata_table *t)
              * what is there (as bucket_fence, for all 32 bits of every bucket). */
             for (uint32_t i = 0; i < t->geo.buckets_per_shard; i++)
                 __atomic_fetch_or(&bucket_of(t, s, i)->word, FENCE_MASK, __ATOMIC_SEQ_CST);
+            __atomic_store_n(&ctl_of(t, s)->fence_overflow, 1u, __ATOMIC_SEQ_CST); /* no log: scan all */
             __atomic_fetch_add(&ctl_of(t, s)->fenced, 1u, __ATOMIC_SEQ_CST);
             continue;
         }
@@ -1190,18 +1253,36 @@ strata_status strata_unlock_shard(strata_table *t, uint32_t shard)
 /* Open, build, validate, close                                                               */
 /* ------------------------------------------------------------------------------------------ */
 
-/* This boot's id (/proc/sys/kernel/random/boot_id, hashed), or 0 where there is none. A robust
- * mutex held when the machine went down is never marked owner-dead: a file built under another
- * boot may hold a lock nobody can take, so file_validate sends it to a rebuild. */
+#ifdef STRATA_TEST_HOOKS
+const char *strata_test_boot_id_path = "/proc/sys/kernel/random/boot_id";
+#define BOOT_ID_PATH strata_test_boot_id_path
+#else
+#define BOOT_ID_PATH "/proc/sys/kernel/random/boot_id"
+#endif
+
+/* This boot's id (/proc/sys/kernel/random/boot_id, hashed), or 0 where there is none (no /proc
+ * in a chroot or sandbox). A robust mutex held when the machine went down is never marked
+ * owner-dead: a file built under another boot may hold a lock nobody can take, so file_validate
+ * sends it to a rebuild. 0 means "unknown" (boot_id_differs). */
 static uint64_t boot_id_now(void)
 {
     char text[64];
     ssize_t n = 0;
-    int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+    int fd = open(BOOT_ID_PATH, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return 0;
     n = read(fd, text, sizeof text);
     close(fd);
     return n > 0 ? strata_hash64(text, (size_t)n, MAGIC) : 0;
+}
+
+/* Whether a file built under boot id built is from another boot than now's. An id of 0 on
+ * either side is unknown and accepted: a process that can't read its boot id (or a file built
+ * by one) would otherwise rebuild the file at every open of a process that can, and back,
+ * for ever. The cost is that such a file is not sent to a rebuild after a reboot: on tmpfs,
+ * the usual home, a reboot removes it anyway. */
+static int boot_id_differs(uint64_t built, uint64_t now)
+{
+    return built != 0 && now != 0 && built != now;
 }
 
 static uint64_t header_check(const struct file_header *h)
@@ -1228,7 +1309,8 @@ static const char *file_validate(int fd, const struct stat *st, const strata_geo
     if (h.fingerprint != layout_fingerprint()) return "struct-size fingerprint differs (another build)";
     if (h.state != STATE_READY) return "initialisation never completed";
     if (h.check != header_check(&h)) return "header checksum mismatch";
-    if (h.boot_id != boot_id_now()) return "built before the last reboot (its shard locks cannot be trusted)";
+    if (boot_id_differs(h.boot_id, boot_id_now()))
+        return "built before the last reboot (its shard locks cannot be trusted)";
     if (h.file_size != (uint64_t)st->st_size) return "file is truncated or extended";
     if (h.file_size != g->size || h.shards != g->shards || h.buckets_per_shard != g->buckets_per_shard ||
         h.segments_per_shard != g->segments_per_shard || h.segment_size != g->segment_size ||
@@ -1463,6 +1545,13 @@ static strata_status file_lock(int fd, uint64_t deadline, int *err)
     }
 }
 
+#ifdef STRATA_TEST_HOOKS
+uint64_t strata_test_min_lock_timeout_ns = STRATA_MIN_LOCK_TIMEOUT_NS; /* a test may raise it */
+#define MIN_LOCK_TIMEOUT_NS strata_test_min_lock_timeout_ns
+#else
+#define MIN_LOCK_TIMEOUT_NS STRATA_MIN_LOCK_TIMEOUT_NS
+#endif
+
 static strata_table *table_new(uint8_t *base, const strata_geometry *g, uint64_t lock_timeout_ns)
 {
     const struct file_header *h = (const struct file_header *)base;
@@ -1486,7 +1575,8 @@ static strata_table *table_new(uint8_t *base, const strata_geometry *g, uint64_t
     t->seed = h->seed;
     t->shard_data_bytes = (uint64_t)g->segments_per_shard * g->segment_size;
     t->shard_mask = g->shards - 1;
-    t->lock_timeout_ns = lock_timeout_ns;
+    /* Never fence under mere contention (table.h: STRATA_MIN_LOCK_TIMEOUT_NS). */
+    t->lock_timeout_ns = lock_timeout_ns < MIN_LOCK_TIMEOUT_NS ? MIN_LOCK_TIMEOUT_NS : lock_timeout_ns;
     return t;
 }
 
@@ -1533,7 +1623,19 @@ static strata_status file_open_once(int dirfd, const char *name, const strata_ge
     if (strata_open_test_hook) strata_open_test_hook(STRATA_OPEN_AT_VALIDATE);
     if (fst.st_size != 0 && file_validate(fd, &fst, g) == NULL) {
         st = file_map(fd, g, base, err);
-        if (st == STRATA_OK && flock(fd, LOCK_EX | LOCK_NB) == 0) { /* free now: tidy up, never wait */
+        if (st != STRATA_OK) goto done;
+        /* A rebuilder may have renamed a new file over name since the nlink check above; we
+         * would then share nothing with later openers for as long as we live. Looked at again
+         * now that the mapping is made: a rename after this point is any mapper's caveat. */
+        if (fstat(fd, &pst) != 0 || pst.st_nlink == 0 ||
+            fstatat(dirfd, name, &pst, AT_SYMLINK_NOFOLLOW) != 0 || pst.st_ino != fst.st_ino ||
+            pst.st_dev != fst.st_dev) {
+            munmap(*base, g->size);
+            *base = NULL;
+            *replaced = 1;
+            goto done;
+        }
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0) { /* free now: tidy up, never wait */
             if (fstatat(dirfd, name, &pst, AT_SYMLINK_NOFOLLOW) == 0 && pst.st_ino == fst.st_ino &&
                 pst.st_dev == fst.st_dev)
                 file_sweep_temporaries(dirfd, name);

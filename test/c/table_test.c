@@ -15,7 +15,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -705,19 +707,22 @@ static uint64_t mirror_check(const struct header_mirror *h)
 }
 
 /* Make name's header say it was built under another boot, keeping it otherwise valid. */
-static int forge_other_boot(const char *name)
+/* Rewrite the file's boot id: xor it with flip, or set it to 0 when flip is 0. */
+static int forge_boot_id(const char *name, uint64_t flip)
 {
     struct header_mirror h;
     int fd = open(path_of(name), O_RDWR), ok = 0;
     if (fd < 0) return 0;
     if (pread(fd, &h, sizeof h, 0) == (ssize_t)sizeof h && h.check == mirror_check(&h)) {
-        h.boot_id ^= 0x5a5a;
+        h.boot_id = flip ? h.boot_id ^ flip : 0;
         h.check = mirror_check(&h);
         ok = pwrite(fd, &h, sizeof h, 0) == (ssize_t)sizeof h;
     }
     close(fd);
     return ok;
 }
+
+static int forge_other_boot(const char *name) { return forge_boot_id(name, 0x5a5a); }
 
 static int copy_file(const char *from, const char *to)
 {
@@ -780,6 +785,46 @@ static void test_other_boot_rebuilds(void)
     CHECK(set(t, "k", "w") == STRATA_OK && get_is(t, "k", "w"));
     strata_close(t);
     CHECK(open_reason("boot-other.l1", o, &reason, &t) == STRATA_OK && reason == NULL); /* now this boot's */
+    strata_close(t);
+}
+
+extern const char *strata_test_boot_id_path;
+
+/* A boot id of 0 (unreadable /proc) is unknown, in the file or in the opener: accepted, or
+ * processes with and without /proc would rebuild each other's file for ever. */
+static void test_unknown_boot_accepted(void)
+{
+    strata_options o = opts_of(2u << 20);
+    strata_table *t = NULL;
+    const char *reason = NULL, *real = strata_test_boot_id_path;
+
+    /* A file whose builder had no boot id, opened by a process that has one. */
+    CHECK(open_reason("boot0.l1", o, &reason, &t) == STRATA_OK && reason == NULL);
+    REQUIRE(t);
+    CHECK(set(t, "k", "v") == STRATA_OK);
+    strata_close(t);
+    CHECK(forge_boot_id("boot0.l1", 0));
+    CHECK(open_reason("boot0.l1", o, &reason, &t) == STRATA_OK && reason == NULL);
+    REQUIRE(t);
+    CHECK(get_is(t, "k", "v"));
+    strata_close(t);
+
+    /* A process without a boot id opening a file that has one, and building one without. */
+    strata_test_boot_id_path = path_of("no-boot-id-here");
+    CHECK(open_reason("boot1.l1", o, &reason, &t) == STRATA_OK && reason == NULL);
+    REQUIRE(t);
+    CHECK(set(t, "k", "w") == STRATA_OK);
+    strata_close(t);
+    strata_test_boot_id_path = real;
+    CHECK(open_reason("boot1.l1", o, &reason, &t) == STRATA_OK && reason == NULL);
+    REQUIRE(t);
+    CHECK(get_is(t, "k", "w"));
+    strata_close(t);
+    strata_test_boot_id_path = path_of("no-boot-id-here");
+    CHECK(open_reason("boot1.l1", o, &reason, &t) == STRATA_OK && reason == NULL);
+    strata_test_boot_id_path = real;
+    REQUIRE(t);
+    CHECK(get_is(t, "k", "w"));
     strata_close(t);
 }
 
@@ -1108,6 +1153,42 @@ static void stop_self_at(int at)
     if (at == stop_at) raise(SIGSTOP);
 }
 
+/* The open hook that plays a rebuilder renaming a new file over the path between the opener's
+ * nlink check and its mapping (once). */
+static const char *rename_from, *rename_to;
+static void rename_over_at_validate(int at)
+{
+    if (at != STRATA_OPEN_AT_VALIDATE || rename_from == NULL) return;
+    if (rename(path_of(rename_from), path_of(rename_to)) != 0) perror("rename");
+    rename_from = NULL;
+}
+
+/* An opener whose file is renamed over after its link check maps the new file, not the orphan
+ * it opened (it would share nothing with later openers for life). */
+static void test_replaced_while_opening(void)
+{
+    strata_options o = opts_of(2u << 20);
+    strata_table *old_t = open_table("swap.l1", o), *new_t = open_table("swap-new.l1", o), *t, *later;
+    REQUIRE(old_t && new_t);
+    CHECK(set(old_t, "k", "old") == STRATA_OK);
+    CHECK(set(new_t, "k", "new") == STRATA_OK);
+    rename_from = "swap-new.l1";
+    rename_to = "swap.l1";
+    strata_open_test_hook = rename_over_at_validate;
+    t = open_table("swap.l1", o);
+    strata_open_test_hook = NULL;
+    CHECK(rename_from == NULL);
+    REQUIRE(t);
+    CHECK(get_is(t, "k", "new"));
+    later = open_table("swap.l1", o);
+    REQUIRE(later);
+    CHECK(set(later, "shared", "yes") == STRATA_OK && get_is(t, "shared", "yes"));
+    strata_close(later);
+    strata_close(t);
+    strata_close(new_t);
+    strata_close(old_t);
+}
+
 /* Forks a child that opens name with opts and stops itself at point `at` of the open (table.h:
  * strata_open_test_hook); returns once it is stopped there. It exits 0 if its open succeeded. */
 static pid_t fork_stopped_opener(const char *name, strata_options o, int at)
@@ -1363,6 +1444,214 @@ static void test_fence_reader_in_flight(void)
     strata_close(t);
 }
 
+extern uint64_t strata_test_min_lock_timeout_ns;
+
+/* The holder side of contended_write_waits: takes the shard, says so, and lets go as soon as the
+ * writer is queued on the mutex (glibc sets FUTEX_WAITERS in the lock word, the mutex's first
+ * int) or has given up. */
+typedef struct contention {
+    strata_table *holder;
+    uint32_t shard;
+    const volatile int *lock_word;
+    int locked, writer_done;
+} contention;
+
+static void *hold_until_waited_for(void *p)
+{
+    contention *c = p;
+    if (strata_lock_shard(c->holder, c->shard, 1) != STRATA_OK) {
+        __atomic_store_n(&c->locked, -1, __ATOMIC_SEQ_CST);
+        return NULL;
+    }
+    __atomic_store_n(&c->locked, 1, __ATOMIC_SEQ_CST);
+    /* Bound: until the writer waits or returns; it returns within its lock timeout. */
+    while (!(__atomic_load_n(c->lock_word, __ATOMIC_SEQ_CST) & (int)0x80000000u) &&
+           !__atomic_load_n(&c->writer_done, __ATOMIC_SEQ_CST))
+        sched_yield();
+    strata_unlock_shard(c->holder, c->shard);
+    return NULL;
+}
+
+/* lock_timeout 0 waits the minimum, not a single trylock: a write that meets a lock held
+ * briefly by another thread gets it when it is let go, instead of fencing its key. The
+ * minimum is raised for the test so no timing matters: the holder lets go once the writer waits. */
+static void test_contended_write_waits(void)
+{
+    strata_options o = opts_of(2u << 20);
+    strata_table *t, *holder;
+    strata_stats st;
+    contention c;
+    pthread_t thread;
+    uint64_t min = strata_test_min_lock_timeout_ns;
+    void *map;
+    int fd;
+
+    o.lock_timeout_ns = 0;
+    strata_test_min_lock_timeout_ns = 60ull * 1000 * 1000 * 1000;
+    t = open_table("contend.l1", o);
+    strata_test_min_lock_timeout_ns = min;
+    holder = open_table("contend.l1", o);
+    REQUIRE(t && holder);
+    CHECK(set(t, "k", "old") == STRATA_OK);
+    fd = open(path_of("contend.l1"), O_RDONLY);
+    REQUIRE(fd >= 0);
+    map = mmap(NULL, 8192, PROT_READ, MAP_SHARED, fd, 0);
+    close(fd);
+    REQUIRE(map != MAP_FAILED);
+    memset(&c, 0, sizeof c);
+    c.holder = holder;
+    c.shard = strata_shard_for(t, "k", 1);
+    c.lock_word = (const volatile int *)((const char *)map + 4096 + (size_t)c.shard * 128);
+    REQUIRE(pthread_create(&thread, NULL, hold_until_waited_for, &c) == 0);
+    /* Bound: until the holder thread has the lock (or failed to take it). */
+    while (__atomic_load_n(&c.locked, __ATOMIC_SEQ_CST) == 0) sched_yield();
+    CHECK(c.locked == 1);
+    CHECK(set(t, "k", "new") == STRATA_OK);
+    __atomic_store_n(&c.writer_done, 1, __ATOMIC_SEQ_CST);
+    pthread_join(thread, NULL);
+    CHECK(get_is(t, "k", "new"));
+    strata_stats_get(t, &st);
+    CHECK(st.counters.lock_timeouts == 0);
+    munmap(map, 8192);
+    strata_close(holder);
+    strata_close(t);
+}
+
+extern uint64_t strata_test_unfence_full_scans;
+
+/* Fence n keys from keys (the shard lock held through holder), then let a write through. */
+static void fence_then_write(strata_table *t, strata_table *holder, char keys[][32], int n)
+{
+    REQUIRE(strata_lock_shard(holder, 0, 1) == STRATA_OK);
+    for (int i = 0; i < n; i++) CHECK(set(t, keys[i], "new") == STRATA_LOCK_TIMEOUT);
+    CHECK(strata_unlock_shard(holder, 0) == STRATA_OK);
+    CHECK(set(t, "unfence-now", "x") == STRATA_OK);
+}
+
+/* The next holder clears fences by visiting the buckets the fencers noted, not every bucket of
+ * the shard (a scan per contended write made a lock held briefly even harder to get); only
+ * more fenced buckets than the log holds, or a whole-shard fence (clear), send it to a scan. */
+static void test_unfence_visits_fenced_buckets(void)
+{
+    strata_options o = opts_of(2u << 20);
+    strata_table *t, *holder;
+    static char keys[100][32];
+    uint64_t scans;
+    o.shards = 1;
+    t = open_table("unfence.l1", o);
+    holder = open_table("unfence.l1", o);
+    REQUIRE(t && holder);
+    REQUIRE(keys_on_shard(t, 0, "uf", keys, 100) == 100);
+    for (int i = 0; i < 100; i++) CHECK(set(t, keys[i], keys[i]) == STRATA_OK);
+
+    scans = strata_test_unfence_full_scans;
+    fence_then_write(t, holder, keys, 3);
+    CHECK(strata_test_unfence_full_scans == scans);
+    for (int i = 0; i < 3; i++) CHECK(get_is(t, keys[i], NULL)); /* dropped, not unmasked */
+    for (int i = 0; i < 3; i++) CHECK(set(t, keys[i], keys[i]) == STRATA_OK && get_is(t, keys[i], keys[i]));
+    CHECK(still_reading(t, keys, 100) >= 100 - 3 * 6);
+
+    /* 40 keys fall in more than 10 buckets of ~3,000 (all but certainly): a full scan. */
+    fence_then_write(t, holder, keys + 10, 40);
+    CHECK(strata_test_unfence_full_scans == scans + 1);
+    for (int i = 10; i < 50; i++) CHECK(get_is(t, keys[i], NULL));
+    for (int i = 10; i < 50; i++) CHECK(set(t, keys[i], keys[i]) == STRATA_OK && get_is(t, keys[i], keys[i]));
+    CHECK(set(t, "unfence-now", "y") == STRATA_OK);
+    CHECK(strata_test_unfence_full_scans == scans + 1); /* nothing left to clear */
+
+    /* A clear that can't lock the shard fences all of it: the next holder scans. */
+    REQUIRE(strata_lock_shard(holder, 0, 1) == STRATA_OK);
+    CHECK(strata_clear(t) == STRATA_OK);
+    CHECK(strata_unlock_shard(holder, 0) == STRATA_OK);
+    CHECK(set(t, keys[0], "after") == STRATA_OK && get_is(t, keys[0], "after"));
+    CHECK(strata_test_unfence_full_scans == scans + 2);
+    CHECK(still_reading(t, keys + 1, 99) == 0);
+    for (int i = 1; i < 100; i++) CHECK(set(t, keys[i], keys[i]) == STRATA_OK);
+    CHECK(still_reading(t, keys + 1, 99) == 99);
+    strata_close(holder);
+    strata_close(t);
+}
+
+/* The shard's count of fences waiting for a holder is 64 bits: a 32-bit one at 2^32 - 1 (4
+ * billion fences, or a stray write) wrapped to 0 at the next fence, and no holder ever cleared
+ * that fence: its key read as a miss for good, whatever was written to it later. */
+static void test_fence_count_does_not_wrap(void)
+{
+    strata_options o = opts_of(2u << 20);
+    strata_table *t, *holder;
+    const uint32_t high = 0xFFFFFFFFu; /* the low half of the count (little-endian) */
+    o.shards = 1;
+    t = open_table("fencewrap.l1", o);
+    holder = open_table("fencewrap.l1", o);
+    REQUIRE(t && holder);
+    CHECK(set(t, "k", "old") == STRATA_OK);
+    REQUIRE(strata_lock_shard(holder, 0, 1) == STRATA_OK);
+    /* shard ctl 0: mutex, u32 active, u32 next cas, u64 drops, u64 rotations, then fenced */
+    corrupt_at("fencewrap.l1", 4096 + (off_t)sizeof(pthread_mutex_t) + 24, &high, sizeof high);
+    CHECK(set(t, "k", "new") == STRATA_LOCK_TIMEOUT && get_is(t, "k", NULL));
+    CHECK(strata_unlock_shard(holder, 0) == STRATA_OK);
+    CHECK(set(t, "k", "newer") == STRATA_OK && get_is(t, "k", "newer"));
+    strata_close(holder);
+    strata_close(t);
+}
+
+/* Writers that fence (the minimum wait lowered to one trylock, so contention fences) race
+ * holders that clear fences: once they stop, the next holder clears every fence left, so each
+ * key written afterwards reads back. A fence whose note or count a holder missed would leave
+ * its key a miss for good. */
+typedef struct fence_racer {
+    strata_table *t;
+    unsigned seed;
+    int ops;
+} fence_racer;
+
+static void *race_fences(void *p)
+{
+    fence_racer *r = p;
+    char key[32];
+    for (int i = 0; i < r->ops; i++) {
+        snprintf(key, sizeof key, "race-%d", (int)(rand_r(&r->seed) % 2000));
+        set(r->t, key, key);
+    }
+    return NULL;
+}
+
+static void test_fence_races_unfence(void)
+{
+    strata_options o = opts_of(2u << 20);
+    strata_table *t;
+    fence_racer racers[4];
+    pthread_t threads[4];
+    strata_stats st;
+    uint64_t min = strata_test_min_lock_timeout_ns;
+    char key[32];
+    int missing = 0;
+
+    o.shards = 1;
+    o.lock_timeout_ns = 0;
+    strata_test_min_lock_timeout_ns = 0;
+    t = open_table("fencerace.l1", o);
+    strata_test_min_lock_timeout_ns = min;
+    REQUIRE(t);
+    for (int i = 0; i < 4; i++) {
+        racers[i].t = t;
+        racers[i].seed = (unsigned)i + 1;
+        racers[i].ops = quick ? 5000 : 200000;
+        REQUIRE(pthread_create(&threads[i], NULL, race_fences, &racers[i]) == 0);
+    }
+    for (int i = 0; i < 4; i++) pthread_join(threads[i], NULL);
+    strata_stats_get(t, &st);
+    printf("        %llu of %d writes fenced\n", (unsigned long long)st.counters.lock_timeouts,
+           4 * racers[0].ops);
+    /* Bound: 2000 keys. Single-threaded now: every write takes the lock. */
+    for (int i = 0; i < 2000; i++) {
+        snprintf(key, sizeof key, "race-%d", i);
+        if (set(t, key, key) != STRATA_OK || !get_is(t, key, key)) missing++;
+    }
+    CHECK(missing == 0);
+    strata_close(t);
+}
+
 /* clear with a shard it cannot lock: that shard reads as empty at once, and stays so. */
 static void test_clear_locked_shard(void)
 {
@@ -1456,6 +1745,7 @@ int main(void)
     run("geometry_changed_under_writer", test_geometry_changed_under_writer);
     run("rebuild", test_rebuild);
     run("other_boot_rebuilds", test_other_boot_rebuilds);
+    run("unknown_boot_accepted", test_unknown_boot_accepted);
     run("unsafe_files", test_unsafe_files);
     run("foreign_files", test_foreign_files);
     run("unsafe_dirs", test_unsafe_dirs);
@@ -1463,10 +1753,15 @@ int main(void)
     run("owner_died", test_owner_died);
     run("stopped_holder", test_stopped_holder);
     run("stopped_opener", test_stopped_opener);
+    run("replaced_while_opening", test_replaced_while_opening);
     run("build_interrupted", test_build_interrupted);
     run("fenced_write", test_fenced_write);
     run("fence_reader_in_flight", test_fence_reader_in_flight);
     run("clear_locked_shard", test_clear_locked_shard);
+    run("unfence_visits_fenced_buckets", test_unfence_visits_fenced_buckets);
+    run("fence_count_does_not_wrap", test_fence_count_does_not_wrap);
+    run("contended_write_waits", test_contended_write_waits);
+    run("fence_races_unfence", test_fence_races_unfence);
     run("fork_child_stats", test_fork_child_stats);
     report_hash_speed();
     remove_dir();

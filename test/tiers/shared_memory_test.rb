@@ -125,6 +125,24 @@ module Strata
         end
       end
 
+      # 0 used to mean "try the lock once": every write that met another writer fenced its key,
+      # and under contention most keys went missing. A wait that short is refused.
+      def test_lock_timeout_below_the_minimum_is_refused
+        path = File.join(@dir, "timeout.l1")
+        [0, 0.0, 0.001, 0.0099].each do |timeout|
+          error = assert_raises(ArgumentError, timeout.inspect) do
+            SharedMemory.new(path: path, size: SIZE, lock_timeout: timeout)
+          end
+          assert_match(/lock_timeout must be between 0.01 and 60 seconds/, error.message)
+        end
+        refute File.exist?(path)
+        t = SharedMemory.new(path: path, size: SIZE, lock_timeout: SharedMemory::MIN_LOCK_TIMEOUT)
+        assert t.set("k", "v")
+        assert_equal "v", t.get("k")
+      ensure
+        t&.close
+      end
+
       def test_ttl_expiry
         t = table
         assert t.set("short", "v", ttl: 0.05)

@@ -55,12 +55,17 @@ module Strata
         shards: nil,        # power of two, 1..256; nil: 16, fewer for small sizes
         segment_size: nil,  # bytes per eviction unit, multiple of 4096; nil: size/(shards*16), 64 KiB..4 MiB
         slots: nil,         # index slots; nil: at least one per 96 data bytes
-        lock_timeout: 0.05, # seconds a writer waits for a shard lock
+        lock_timeout: 0.05, # seconds a writer waits for a shard lock; MIN_LOCK_TIMEOUT..60
         memo_size: 8 << 20, # bytes of memory for large values this process keeps to serve repeat hits without a copy; 0: off
         logger: nil         # receives #warn when a bad file is rebuilt; nil: Kernel#warn
       }.freeze
 
       MIN_SIZE = 1 << 20
+
+      # Seconds. A writer that gives up on a shard lock makes its key a miss (a fence), which is
+      # for a holder that is stuck; under 10 ms a writer would give up on ordinary contention
+      # and wipe keys (table.h: STRATA_MIN_LOCK_TIMEOUT_NS). So 0 is refused, not "try once".
+      MIN_LOCK_TIMEOUT = 0.01
 
       # The conventional table path for app: per-user, on tmpfs. $XDG_RUNTIME_DIR counts only when
       # it is an absolute path (the XDG spec says to ignore anything else); an empty one would
@@ -104,8 +109,9 @@ module Strata
           raise ArgumentError, "segment_size must be a multiple of 4096 between 4 KiB and 64 MiB"
         end
         raise ArgumentError, "slots must be a positive Integer" unless slots.nil? || valid_slots?(slots)
-        unless lock_timeout.is_a?(Numeric) && lock_timeout.between?(0, 60)
-          raise ArgumentError, "lock_timeout must be between 0 and 60 seconds"
+        unless lock_timeout.is_a?(Numeric) && lock_timeout.between?(MIN_LOCK_TIMEOUT, 60)
+          raise ArgumentError, "lock_timeout must be between #{MIN_LOCK_TIMEOUT} and 60 seconds " \
+            "(a writer that gives up makes its key a miss; a shorter wait would under ordinary contention)"
         end
       end
 
