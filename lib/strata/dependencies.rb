@@ -21,8 +21,9 @@ module Strata
   # coherence_interval seconds when there are tiers below it, so a host that missed another
   # host's bump (it bumped its own L1 only) reads the authority again at most that often. In the
   # SQL tier versions share the entries table: its max_size/max_age expiry may drop one, which
-  # only costs misses (above). Tag ids are the first 64 bits of the tag's SHA-256: two tags that
-  # collide share a version, so invalidating one invalidates the other too, never less.
+  # only costs misses (above). Tag ids are 62 bits of the tag's SHA-256: two tags that collide
+  # share a version, so invalidating one invalidates the other too, never less. Ids and versions
+  # are 62-bit so that they are Integers Ruby does not allocate.
   #
   # Reads go top-down: the first tier holding a version answers, and the tiers above it get a
   # copy with add (a bump's newer copy wins). A version no tier holds is created bottom-up with
@@ -33,14 +34,19 @@ module Strata
   # Safe to share between threads: no state changes after new.
   class Dependencies
     VERSION_PREFIX = "\x00strata:tag:".b.freeze
+    KEY_FORMAT = "#{VERSION_PREFIX}%016x".b.freeze
+    MASK = (1 << 62) - 1
     # Seconds the host tier keeps a copy of a version when tiers below it hold the authority.
     DEFAULT_COHERENCE_INTERVAL = 1.0
     VERSION_BYTES = 8
+    # Version keys are kept per tag id, up to this many (then forgotten all at once): making one
+    # costs more than the L1 lookup it is for.
+    KEY_CACHE_SIZE = 4096
     PACK = "Q<"
 
     # The 64-bit id under which tag's version is kept and stamped.
     def self.tag_id(tag)
-      Digest::SHA256.digest(tag).unpack1(PACK)
+      Digest::SHA256.digest(tag).unpack1(PACK) & MASK
     end
 
     # tiers and names: the stack's, top first. on_error: as Stack's (error, tier_name).
@@ -58,11 +64,17 @@ module Strata
         (tier.capabilities[:host] && index < bottom) ? coherence_interval.to_f : nil
       end.freeze
       @host_index = tiers.index { |tier| tier.capabilities[:host] }
+      # id => version key. A Hash, not a lock: each read and write of it is one C call under the
+      # GVL, and a key lost to a concurrent clear is only made again.
+      @keys = {}
     end
 
     # The reserved key holding the version of tag id.
     def version_key(id)
-      VERSION_PREFIX + [id].pack("Q>").unpack1("H*")
+      @keys[id] ||= begin
+        @keys.clear if @keys.size >= KEY_CACHE_SIZE
+        format(KEY_FORMAT, id).freeze
+      end
     end
 
     # The current versions of tag ids, in order (Integers). A missing one is created.
@@ -72,10 +84,26 @@ module Strata
       keys.map { |key| found[key] || create(key) }
     end
 
-    # Whether every (tag id, version) stamp is current.
-    def current?(stamps)
-      current = versions(stamps.map(&:first))
-      stamps.each_with_index.all? { |(_, version), index| current[index] == version }
+    # Whether every stamp in words ([tag_id, version, tag_id, version, ...], Entry.stamp_words)
+    # is current. A version no tier holds makes it false without creating one: a fresh one would
+    # not match anyway.
+    def current?(words)
+      count = words.size / 2
+      keys = Array.new(count) { |index| version_key(words[index * 2]) }
+      top = top_versions(keys)
+      # The usual case: the top tier holds them all, well-formed.
+      if top.size == count && top.each_value.all? { |bytes| bytes.bytesize == VERSION_BYTES }
+        count.times do |index|
+          return false unless top[keys[index]].unpack1(PACK) == words[index * 2 + 1]
+        end
+        return true
+      end
+
+      found = read(keys)
+      count.times do |index|
+        return false unless found[keys[index]] == words[index * 2 + 1]
+      end
+      true
     end
 
     # Gives each tag id a new version, bottom-up through every tier: whatever depended on the
@@ -114,6 +142,16 @@ module Strata
     end
 
     private
+
+    # key => bytes the top tier holds (one multi-key call), or none when it fails (reported
+    # again by #read, which reads it once more).
+    def top_versions(keys)
+      @tiers[0].get_multi(keys)
+    rescue TierError
+      NONE
+    end
+
+    NONE = {}.freeze
 
     # key => version for the keys some tier holds, top-down; copies go up to the tiers above.
     def read(keys)
@@ -210,7 +248,7 @@ module Strata
     end
 
     def random_version
-      SecureRandom.random_bytes(VERSION_BYTES).unpack1(PACK)
+      SecureRandom.random_bytes(VERSION_BYTES).unpack1(PACK) & MASK
     end
 
     def dropped?(key, index)
@@ -235,24 +273,36 @@ module Strata
     # stamp makes the entry miss sooner, never serve longer. keys: the cache keys whose written
     # entries carry these stamps.
     class Capture
+      # keys: one key (a String) or an Array of them. stamps: [[tag_id, version], ...].
       def initialize(keys, stamps)
         @keys = keys
-        @stamps = stamps.to_h
+        @stamps = stamps.empty? ? nil : stamps.to_h # made on first use: most have none
       end
 
       # Whether a write of key is this computation's result.
       def for?(key)
-        @keys.include?(key)
+        @keys.is_a?(String) ? @keys == key : @keys.include?(key)
       end
 
-      # Adds stamps ([[tag_id, version], ...]) to what this computation depends on.
-      def add(stamps)
-        stamps.each { |id, version| @stamps[id] = version unless @stamps.key?(id) }
+      # Adds stamp words ([tag_id, version, ...], Entry.stamp_words) to what this computation
+      # depends on.
+      def add(words)
+        stamps = (@stamps ||= {})
+        index = 0
+        while index < words.size
+          stamps[words[index]] = words[index + 1] unless stamps.key?(words[index])
+          index += 2
+        end
       end
 
       # [[tag_id, version], ...], frozen empty when there are none.
       def stamps
-        @stamps.empty? ? Entry::NO_STAMPS : @stamps.to_a
+        @stamps ? @stamps.to_a : Entry::NO_STAMPS
+      end
+
+      # stamps flat, as #add takes them.
+      def words
+        @stamps ? @stamps.to_a.flatten : Entry::NO_STAMPS
       end
     end
   end

@@ -56,6 +56,8 @@ module Strata
     MAX_VERSION_BYTES = 0xFFFF
     MAX_STAMPS = 0xFFFF
     NO_STAMPS = [].freeze
+    # unpack formats for the usual stamp counts.
+    STAMP_WORDS = Array.new(17) { |count| "Q<#{count * 2}".freeze }.freeze
 
     # Which flag bytes are well-formed: only known bits and a known kind (every serializer is).
     VALID_FLAGS = Array.new(256) do |flags|
@@ -95,13 +97,13 @@ module Strata
         raise CorruptError, "entry version runs past the end" if at + 2 > size
         version = bytes.byteslice(VERSION_AT + 2, at - VERSION_AT - 2).force_encoding(Encoding::UTF_8) if flags & VERSIONED != 0
 
-        stamps = NO_STAMPS
+        stamps = nil # none; else their bytes, unpacked only when asked for (#stamps)
         count = bytes.unpack1("S<", offset: at)
         at += 2
         raise CorruptError, "entry stamp count #{count} disagrees with its flags" unless (count > 0) == (flags & STAMPED != 0)
         if count > 0
           raise CorruptError, "entry stamps run past the end" if at + count * 16 > size
-          stamps = bytes.unpack("Q<#{count * 2}", offset: at).each_slice(2).to_a.freeze
+          stamps = bytes.byteslice(at, count * 16)
           at += count * 16
         end
 
@@ -119,9 +121,15 @@ module Strata
         bytes.getbyte(0) == MARKER && bytes.getbyte(1) & STAMPED != 0
       end
 
-      # The dependency stamps of stamped entry bytes, [[tag_id, version], ...], without decoding
-      # the rest. Raises Strata::CorruptError when the header is malformed.
+      # The dependency stamps of entry bytes, [[tag_id, version], ...], without decoding the
+      # rest. Raises Strata::CorruptError when the header is malformed.
       def stamps(bytes)
+        words = stamp_words(bytes)
+        words.empty? ? NO_STAMPS : words.each_slice(2).to_a
+      end
+
+      # #stamps flat, in one Array: [tag_id, version, tag_id, version, ...] (the stack's check).
+      def stamp_words(bytes)
         size = bytes.bytesize
         raise CorruptError, "not a Strata entry" unless size >= HEADER_BYTES && bytes.getbyte(0) == MARKER
 
@@ -131,7 +139,7 @@ module Strata
         raise CorruptError, "entry stamps run past the end" if at + 2 + count * 16 > size
         return NO_STAMPS if count == 0
 
-        bytes.unpack("Q<#{count * 2}", offset: at + 2).each_slice(2).to_a
+        bytes.unpack(STAMP_WORDS[count] || "Q<#{count * 2}", offset: at + 2)
       end
 
       # True when bytes are a tier counter: bare ASCII decimal, as incr/decr leave them.
@@ -178,7 +186,7 @@ module Strata
       end
     end
 
-    attr_reader :payload, :flags, :expires_at, :version, :stamps
+    attr_reader :payload, :flags, :expires_at, :version
 
     def initialize(payload, flags, expires_at, version, stamps)
       @payload = payload
@@ -186,6 +194,14 @@ module Strata
       @expires_at = expires_at
       @version = version
       @stamps = stamps
+    end
+
+    # [[tag_id, version], ...]; empty for an untagged entry.
+    def stamps
+      return NO_STAMPS unless @stamps
+      return @stamps unless @stamps.is_a?(String)
+
+      @stamps = @stamps.unpack("Q<*").each_slice(2).to_a.freeze
     end
 
     def compressed?

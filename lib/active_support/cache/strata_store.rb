@@ -292,10 +292,10 @@ module ActiveSupport
       def save_block_result_to_cache(name, *key_and_options)
         options = key_and_options.last
         key = (key_and_options.size > 1) ? key_and_options.first : normalize_key(name, options)
-        capturing([key], options[:tags]) { super }
+        capturing(key, options[:tags]) { super }
       end
 
-      # Runs the block as the computation of the entries under keys: the versions of tags are
+      # Runs the block as the computation of the entries under keys (one key, or an Array): the versions of tags are
       # read first (before the block, so an invalidation during it makes the entry miss), and the
       # stamps of what the block reads are added (Stack's on_stamps, #depend_on). What it
       # depended on is added to the computation around it, if any, when it is done.
@@ -309,14 +309,14 @@ module ActiveSupport
           yield
         ensure
           Thread.current[CAPTURE] = outer
-          outer&.add(capture.stamps)
+          outer&.add(capture.words)
         end
       end
 
       # The stack's on_stamps: a current stamped entry was read; the computation under way, if
       # any, depends on it too.
-      def depend_on(stamps)
-        Thread.current[CAPTURE]&.add(stamps)
+      def depend_on(words)
+        Thread.current[CAPTURE]&.add(words)
       end
 
       # The stamps the entry written under key carries: the computation's whose result it is,
