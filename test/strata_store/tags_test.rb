@@ -291,4 +291,35 @@ class StrataStoreTagsTest < Strata::StoreCase
       assert_nil cache.read("a")
     end
   end
+
+  # Rails puts an expired entry back for race_condition_ttl before the block runs. That copy keeps
+  # the stamps read with it: an invalidation that lands before the copy is written (here: the
+  # first version read after the read, forced) makes it miss, as it would the entry it copies.
+  def test_an_entry_put_back_for_race_condition_ttl_keeps_the_stamps_it_was_read_with
+    %i[l1 l1_memcached].each do |layout|
+      @namespace = "tags-race-#{layout}-#{rand(1 << 30)}"
+      cache = layout_store(layout)
+      other = layout_store(layout)
+      cache.write("racy", "old", tags: ["t"], expires_in: 60, race_condition_ttl: 30)
+      dependencies = cache.stack.dependencies
+      invalidated = false
+      dependencies.define_singleton_method(:versions) do |ids|
+        cache.invalidate_tags("t") unless invalidated
+        invalidated = true
+        super(ids)
+      end
+
+      travel 61.seconds do
+        seen = :unset
+        value = cache.fetch("racy", tags: ["t"], expires_in: 60, race_condition_ttl: 30) do
+          seen = other.read("racy")
+          "new"
+        end
+
+        assert_equal "new", value, layout
+        assert invalidated, layout
+        assert_nil seen, layout
+      end
+    end
+  end
 end

@@ -313,17 +313,24 @@ module ActiveSupport
         end
       end
 
-      # The stack's on_stamps: a current stamped entry was read; the computation under way, if
-      # any, depends on it too.
-      def depend_on(words)
+      # The stack's on_stamps: a current stamped entry was read under key; the computation under
+      # way, if any, depends on it too, and the read-through of key keeps them (Fill#read_stamps).
+      def depend_on(key, words)
         Thread.current[CAPTURE]&.add(words)
+        fill = Thread.current[FILL]
+        fill.read_stamps = words if fill && fill.key == key
       end
 
-      # The stamps the entry written under key carries: the computation's whose result it is,
-      # else the current versions of tags (a write's versions are read when it is called).
+      # The stamps the entry written under key carries: the computation's whose result it is;
+      # during the read-through of key, before its block (Rails putting the stale entry back for
+      # race_condition_ttl), those of the entry it read; else the current versions of tags (a
+      # write's versions are read when it is called).
       def stamps_for(key, tags)
         capture = Thread.current[CAPTURE]
         return capture.stamps if capture&.for?(key)
+        if (words = current_fill(key)&.read_stamps)
+          return words.each_slice(2).to_a
+        end
         return Strata::Entry::NO_STAMPS unless tags
 
         ids = tag_ids(tags)
