@@ -322,4 +322,32 @@ class StrataStoreTagsTest < Strata::StoreCase
       end
     end
   end
+
+  # The copies an invalidation left behind are dropped where they are read, so the refill (a
+  # read-through fill: host lock, lease, fenced add) is stored in every tier, here and on a
+  # host that reads the stale copy from memcached or SQL.
+  def test_the_refill_after_an_invalidation_is_stored_in_every_tier
+    each_layout do |cache, layout|
+      computed = 0
+      cache.fetch("page", tags: ["t"]) { computed += 1 }
+      cache.invalidate_tags("t")
+
+      assert_equal 2, cache.fetch("page", tags: ["t"]) { computed += 1 }, layout
+      assert_equal 2, cache.fetch("page", tags: ["t"]) { computed += 1 }, layout
+      key = tier_key(cache, "page")
+      cache.stack.tier_names.each do |name|
+        assert_equal 2, cache.send(:deserialize_entry, cache.stack[name].get(key))&.value, "#{layout} #{name}"
+      end
+      next if layout == :l1
+
+      other = layout_store(layout, l1_path: File.join(@tmpdir, "host-#{layout}.strata"))
+      assert_equal 2, other.fetch("page", tags: ["t"]) { computed += 1 }, layout
+      cache.invalidate_tags("t")
+      other.stack.dependencies.bump_local(Strata::Dependencies.tag_id("t")) if other.stack[:l1]
+
+      assert_equal 3, other.fetch("page", tags: ["t"]) { computed += 1 }, layout
+      assert_equal 3, other.fetch("page", tags: ["t"]) { computed += 1 }, layout
+      assert_equal 3, cache.fetch("page", tags: ["t"]) { computed += 1 }, layout
+    end
+  end
 end
