@@ -273,10 +273,14 @@ module Strata
     # stamp makes the entry miss sooner, never serve longer. keys: the cache keys whose written
     # entries carry these stamps.
     class Capture
+      # The computation this one runs inside, or nil.
+      attr_reader :outer
+
       # keys: one key (a String) or an Array of them. stamps: [[tag_id, version], ...].
-      def initialize(keys, stamps)
+      def initialize(keys, stamps, outer)
         @keys = keys
         @stamps = stamps.empty? ? nil : stamps.to_h # made on first use: most have none
+        @outer = outer
       end
 
       # Whether a write of key is this computation's result.

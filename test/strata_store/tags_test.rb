@@ -350,4 +350,21 @@ class StrataStoreTagsTest < Strata::StoreCase
       assert_equal 3, cache.fetch("page", tags: ["t"]) { computed += 1 }, layout
     end
   end
+
+  def test_fetch_multi_entries_do_not_depend_on_its_own_hits_but_the_fetch_around_it_does
+    cache = layout_store(:l1_memcached)
+    cache.write("a", "a", tags: ["t"])
+    page = cache.fetch("page") { cache.fetch_multi("a", "x", tags: ["u"]) { |name| name * 2 }.values.join }
+    assert_equal "axx", page
+
+    cache.invalidate_tags("t")
+
+    assert_equal "xx", cache.read("x")
+    assert_nil cache.read("page")
+    cache.fetch("page") { cache.fetch_multi("x") { |name| name * 3 }.values.join }
+    cache.invalidate_tags("u")
+
+    assert_nil cache.read("x")
+    assert_nil cache.read("page")
+  end
 end

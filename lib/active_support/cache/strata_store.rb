@@ -302,8 +302,8 @@ module ActiveSupport
       def capturing(keys, tags)
         ids = tags ? tag_ids(tags) : nil
         stamps = (ids && !ids.empty?) ? ids.zip(@stack.dependencies.versions(ids)) : Strata::Entry::NO_STAMPS
-        capture = Strata::Dependencies::Capture.new(keys, stamps)
         outer = Thread.current[CAPTURE]
+        capture = Strata::Dependencies::Capture.new(keys, stamps, outer)
         Thread.current[CAPTURE] = capture
         begin
           yield
@@ -315,8 +315,12 @@ module ActiveSupport
 
       # The stack's on_stamps: a current stamped entry was read under key; the computation under
       # way, if any, depends on it too, and the read-through of key keeps them (Fill#read_stamps).
+      # A read of one of the computation's own keys (fetch_multi's hits) is not its dependency,
+      # but the computation around it, if any, used the value.
       def depend_on(key, words)
-        Thread.current[CAPTURE]&.add(words)
+        if (capture = Thread.current[CAPTURE])
+          capture.for?(key) ? capture.outer&.add(words) : capture.add(words)
+        end
         fill = Thread.current[FILL]
         fill.read_stamps = words if fill && fill.key == key
       end
