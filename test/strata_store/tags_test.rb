@@ -367,4 +367,25 @@ class StrataStoreTagsTest < Strata::StoreCase
     assert_nil cache.read("x")
     assert_nil cache.read("page")
   end
+
+  # A local cache serves what it holds without the stack: what a block read from it still counts.
+  def test_entries_a_local_cache_serves_count_as_dependencies
+    cache = layout_store(:l1_memcached)
+    cache.with_local_cache do
+      cache.fetch("bug", tags: ["bugs/42"]) { "bug" }
+      cache.write("other", "other", tags: ["bugs/43"])
+      cache.fetch("page") { cache.read("bug") + "+page" }
+      cache.fetch("list") { cache.read_multi("other").values.join }
+      cache.fetch("multi") { cache.fetch_multi("bug") { flunk "a local hit" }.values.join }
+    end
+
+    cache.invalidate_tags("bugs/42")
+
+    assert_nil cache.read("page")
+    assert_nil cache.read("multi")
+    assert_equal "other", cache.read("list")
+    cache.invalidate_tags("bugs/43")
+
+    assert_nil cache.read("list")
+  end
 end

@@ -236,8 +236,22 @@ module ActiveSupport
 
       # The stored bytes for key, through the local cache when one is active (with none active the
       # LocalCache layer would only pass the call down), read through when a fetch of key is.
+      # A local cache serves the bytes it holds without the stack, whose on_stamps then says
+      # nothing: their stamps are added here (see #served_locally).
       def read_bytes(key, event)
-        local_cache ? read_serialized_entry(key, event: event) : @stack.get(key, event, reading_fill(key))
+        return @stack.get(key, event, reading_fill(key)) unless local_cache
+
+        served_locally(read_serialized_entry(key, event: event))
+      end
+
+      # bytes; when they are stamped, the computation under way depends on them. For entries a
+      # local cache serves (it checks no stamps: invalidate_tags clears it instead). Entries the
+      # stack served are told twice, which adds nothing.
+      def served_locally(bytes)
+        if bytes && Strata::Entry.stamped?(bytes) && (capture = Thread.current[CAPTURE])
+          capture.add(Strata::Entry.stamp_words(bytes))
+        end
+        bytes
       end
 
       # Only read_entry and the LocalCache layer call this; raw is the layer's.
@@ -399,7 +413,7 @@ module ActiveSupport
         keys_to_names.each_with_object({}) do |(key, name), results|
           next unless (bytes = found[key])
 
-          entry = deserialize_entry(bytes, **options)
+          entry = bytes && failsafe(nil) { @codec.load(bytes, options[:raw]) } # the stack told their stamps
           next if entry.nil? || entry.expired? || entry.mismatched?(normalize_version(name, options))
 
           results[name] = entry.value
@@ -453,8 +467,11 @@ module ActiveSupport
         @codec.dump(entry, raw, compress ? compress_threshold : nil, stamps)
       end
 
+      # Only the LocalCache layer calls this, for the entries it serves to read_multi and
+      # fetch_multi: their stamps count (#served_locally; a fetch_multi's own local hits count for
+      # the entries it computes, a false positive at worst).
       def deserialize_entry(payload, raw: false, **)
-        payload && failsafe(nil) { @codec.load(payload, raw) }
+        payload && failsafe(nil) { @codec.load(served_locally(payload), raw) }
       end
 
       # Keys are bytes for the tiers: no escaping, and the namespace is read without merging the
