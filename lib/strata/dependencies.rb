@@ -88,15 +88,22 @@ module Strata
     # is current. A version no tier holds makes it false without creating one: a fresh one would
     # not match anyway.
     def current?(words)
+      return current_one?(words[0], words[1]) if words.size == 2
+
       count = words.size / 2
       keys = Array.new(count) { |index| version_key(words[index * 2]) }
       top = top_versions(keys)
-      # The usual case: the top tier holds them all, well-formed.
-      if top.size == count && top.each_value.all? { |bytes| bytes.bytesize == VERSION_BYTES }
-        count.times do |index|
-          return false unless top[keys[index]].unpack1(PACK) == words[index * 2 + 1]
+      # The usual case: the top tier holds them all, well-formed: one call.
+      if top.size == count
+        index = 0
+        while index < count
+          bytes = top[keys[index]]
+          break unless bytes.bytesize == VERSION_BYTES
+          return false unless bytes.unpack1(PACK) == words[index * 2 + 1]
+
+          index += 1
         end
-        return true
+        return true if index == count
       end
 
       found = read(keys)
@@ -142,6 +149,19 @@ module Strata
     end
 
     private
+
+    # #current? for one stamp: the top tier's get, then #read.
+    def current_one?(id, version)
+      key = version_key(id)
+      bytes = begin
+        @tiers[0].get(key)
+      rescue TierError
+        nil # reported by #read, which reads it once more
+      end
+      return bytes.unpack1(PACK) == version if bytes&.bytesize == VERSION_BYTES
+
+      read([key])[key] == version
+    end
 
     # key => bytes the top tier holds (one multi-key call), or none when it fails (reported
     # again by #read, which reads it once more).
