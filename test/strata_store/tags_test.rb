@@ -388,4 +388,28 @@ class StrataStoreTagsTest < Strata::StoreCase
 
     assert_nil cache.read("list")
   end
+
+  # Tagged reads, fills, nesting and invalidations bust no method or constant cache.
+  def test_tagged_operations_leave_ruby_vm_stat_unchanged
+    cache = layout_store(:l1_memcached_sql)
+    workload = lambda do |operations|
+      operations.times do |i|
+        tag = "bugs/#{i % 7}"
+        case i % 6
+        when 0 then cache.fetch("page/#{i % 20}") { cache.fetch("bug/#{i % 7}", tags: [tag]) { i } }
+        when 1 then cache.read("page/#{i % 20}")
+        when 2 then cache.write("w/#{i % 20}", i, tags: [tag, "projects/1"])
+        when 3 then cache.read_multi("w/#{i % 20}", "bug/#{i % 7}")
+        when 4 then cache.fetch_multi("m/#{i % 20}", tags: [tag]) { |name| name }
+        else cache.invalidate_tags(tag)
+        end
+      end
+    end
+    workload.call(600)
+    before = Strata::TestSupport.vm_cache_state
+
+    workload.call(3_000)
+
+    assert_equal before, Strata::TestSupport.vm_cache_state
+  end
 end
