@@ -206,10 +206,12 @@ module Strata
     end
 
     # Store bytes only where key is absent, top to bottom. When a tier already holds key, the copies
-    # just added above it are dropped again and the answer is false.
+    # just added above it are dropped again and the answer is false. An entry whose stamps are out
+    # of date counts as absent: it is dropped, and the add tried again once.
     def add(key, bytes, ttl: nil)
       write_tiers(key, @top_down) do |tier, index|
         next true if tier.add(key, bytes, ttl: ttl)
+        next true if outdated?(key, index) && tier.add(key, bytes, ttl: ttl)
 
         index.times { |above| drop(key, above) }
         return false
@@ -339,6 +341,13 @@ module Strata
       nil
     rescue CorruptError
       bytes
+    end
+
+    # Whether tier index holds a stamped entry under key that is out of date (now dropped). A
+    # read that fails says no (reported): the add then stays refused, as it was.
+    def outdated?(key, index)
+      held = safely(index) { @tiers[index].get(key) }
+      held && Entry.stamped?(held) && !current(key, held, index)
     end
 
     # Yields each tier, in the order of indexes, for a write; true when some tier's write returned

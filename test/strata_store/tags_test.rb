@@ -412,4 +412,15 @@ class StrataStoreTagsTest < Strata::StoreCase
 
     assert_equal before, Strata::TestSupport.vm_cache_state
   end
+
+  def test_an_out_of_date_entry_counts_as_absent_for_unless_exist
+    each_layout do |cache, layout|
+      cache.write("k", "old", tags: ["t"])
+      refute cache.write("k", "other", unless_exist: true), layout
+      cache.invalidate_tags("t")
+
+      assert cache.write("k", "new", unless_exist: true), layout
+      assert_equal "new", cache.read("k"), layout
+    end
+  end
 end
