@@ -158,4 +158,26 @@ class EntryTest < Minitest::Test
 
     assert_equal 2_000, outcomes.count { |outcome| outcome == :decoded || outcome == :corrupt }
   end
+
+  def test_stamps_set_the_stamped_flag_and_untagged_entries_are_unchanged
+    plain = Entry.encode("x", version: "v")
+    stamped = Entry.encode("x", version: "v", stamps: [[1, 2]])
+
+    refute Entry.stamped?(plain)
+    assert Entry.stamped?(stamped)
+    assert_equal 0, plain.getbyte(1) & Entry::STAMPED
+    assert_equal [[1, 2]], Entry.stamps(stamped)
+    assert_empty Entry.stamps(plain)
+    refute Entry.stamped?("12")
+  end
+
+  def test_a_stamp_count_that_disagrees_with_the_flag_is_corrupt
+    flagged = Entry.encode("x").b
+    flagged.setbyte(1, flagged.getbyte(1) | Entry::STAMPED)
+    assert_raises(Strata::CorruptError) { Entry.decode(flagged) }
+
+    unflagged = Entry.encode("x", stamps: [[1, 1]]).b
+    unflagged.setbyte(1, unflagged.getbyte(1) & ~Entry::STAMPED)
+    assert_raises(Strata::CorruptError) { Entry.decode(unflagged) }
+  end
 end

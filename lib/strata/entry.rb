@@ -11,11 +11,17 @@ module Strata
   #
   #   offset 0   u8   MARKER, the format version. Never an ASCII digit: a tier's counters are bare
   #                   ASCII decimal (memcached-style), so the first byte tells the two apart.
-  #   offset 1   u8   flags: COMPRESSED, the payload KIND, the SERIALIZER, VERSIONED
+  #   offset 1   u8   flags: COMPRESSED, the payload KIND, the SERIALIZER, VERSIONED, STAMPED
   #   offset 2   u64  expires_at, unix milliseconds; 0 means never
   #   offset 10  u16  version length, then the version bytes (UTF-8; present when VERSIONED)
-  #              u16  dependency stamp count, then count pairs of (u64 tag id, u64 tag version)
+  #              u16  dependency stamp count, then count pairs of (u64 tag id, u64 tag version);
+  #                   the count is 0 unless STAMPED is set, and at least 1 when it is
   #              ...  payload, to the end of the string
+  #
+  # STAMPED lets the stack tell a tagged entry from an untagged one with one byte at a fixed
+  # offset (#stamped?), so an untagged hit pays no more than that; an untagged entry is byte for
+  # byte what it was before tags existed. A reader from before tags rejects the flag as unknown:
+  # for it a tagged entry is corrupt, a miss, never a value served without its check.
   #
   # Decoding checks every length against the string before reading, so malformed bytes raise
   # Strata::CorruptError and never read out of bounds.
@@ -36,7 +42,8 @@ module Strata
     CUSTOM = 0x20 # the serializer object the store was configured with
     CODER = 0x30 # the store's coder (Rails' coder: option) dumped the whole cache entry
     VERSIONED = 0x40 # a version is present (it may be empty)
-    KNOWN_FLAGS = COMPRESSED | KIND_MASK | SERIALIZER_MASK | VERSIONED
+    STAMPED = 0x80 # dependency stamps follow the version (Strata::Dependencies)
+    KNOWN_FLAGS = COMPRESSED | KIND_MASK | SERIALIZER_MASK | VERSIONED | STAMPED
 
     STRING_KINDS = {
       Encoding::BINARY => BINARY, Encoding::UTF_8 => UTF8, Encoding::US_ASCII => ASCII
@@ -49,6 +56,8 @@ module Strata
     MAX_VERSION_BYTES = 0xFFFF
     MAX_STAMPS = 0xFFFF
     NO_STAMPS = [].freeze
+    # unpack formats for the usual stamp counts.
+    STAMP_WORDS = Array.new(17) { |count| "Q<#{count * 2}".freeze }.freeze
 
     # Which flag bytes are well-formed: only known bits and a known kind (every serializer is).
     VALID_FLAGS = Array.new(256) do |flags|
@@ -88,12 +97,13 @@ module Strata
         raise CorruptError, "entry version runs past the end" if at + 2 > size
         version = bytes.byteslice(VERSION_AT + 2, at - VERSION_AT - 2).force_encoding(Encoding::UTF_8) if flags & VERSIONED != 0
 
-        stamps = NO_STAMPS
+        stamps = nil # none; else their bytes, unpacked only when asked for (#stamps)
         count = bytes.unpack1("S<", offset: at)
         at += 2
+        raise CorruptError, "entry stamp count #{count} disagrees with its flags" unless (count > 0) == (flags & STAMPED != 0)
         if count > 0
           raise CorruptError, "entry stamps run past the end" if at + count * 16 > size
-          stamps = bytes.unpack("Q<#{count * 2}", offset: at).each_slice(2).to_a.freeze
+          stamps = bytes.byteslice(at, count * 16)
           at += count * 16
         end
 
@@ -103,6 +113,33 @@ module Strata
       # True when bytes start like an entry (as opposed to a counter or foreign data).
       def entry?(bytes)
         bytes.getbyte(0) == MARKER
+      end
+
+      # True when bytes are an entry with dependency stamps. One byte read: the untagged hit's
+      # whole cost of tags.
+      def stamped?(bytes)
+        bytes.getbyte(0) == MARKER && bytes.getbyte(1) & STAMPED != 0
+      end
+
+      # The dependency stamps of entry bytes, [[tag_id, version], ...], without decoding the
+      # rest. Raises Strata::CorruptError when the header is malformed.
+      def stamps(bytes)
+        words = stamp_words(bytes)
+        words.empty? ? NO_STAMPS : words.each_slice(2).to_a
+      end
+
+      # #stamps flat, in one Array: [tag_id, version, tag_id, version, ...] (the stack's check).
+      def stamp_words(bytes)
+        size = bytes.bytesize
+        raise CorruptError, "not a Strata entry" unless size >= HEADER_BYTES && bytes.getbyte(0) == MARKER
+
+        at = STAMPS_AT + bytes.unpack1("S<", offset: VERSION_AT)
+        raise CorruptError, "entry version runs past the end" if at + 2 > size
+        count = bytes.unpack1("S<", offset: at)
+        raise CorruptError, "entry stamps run past the end" if at + 2 + count * 16 > size
+        return NO_STAMPS if count == 0
+
+        bytes.unpack(STAMP_WORDS[count] || "Q<#{count * 2}", offset: at + 2)
       end
 
       # True when bytes are a tier counter: bare ASCII decimal, as incr/decr leave them.
@@ -144,12 +181,12 @@ module Strata
       def encode_with_stamps(payload, flags, expires_at, version, stamps)
         raise ArgumentError, "an entry holds at most #{MAX_STAMPS} dependency stamps" if stamps.size > MAX_STAMPS
 
-        [MARKER, flags, expires_at, version&.bytesize || 0, version || EMPTY, stamps.size, *stamps.flatten, payload]
+        [MARKER, flags | STAMPED, expires_at, version&.bytesize || 0, version || EMPTY, stamps.size, *stamps.flatten, payload]
           .pack("CCQ<S<a*S<Q<#{stamps.size * 2}a*")
       end
     end
 
-    attr_reader :payload, :flags, :expires_at, :version, :stamps
+    attr_reader :payload, :flags, :expires_at, :version
 
     def initialize(payload, flags, expires_at, version, stamps)
       @payload = payload
@@ -157,6 +194,14 @@ module Strata
       @expires_at = expires_at
       @version = version
       @stamps = stamps
+    end
+
+    # [[tag_id, version], ...]; empty for an untagged entry.
+    def stamps
+      return NO_STAMPS unless @stamps
+      return @stamps unless @stamps.is_a?(String)
+
+      @stamps = @stamps.unpack("Q<*").each_slice(2).to_a.freeze
     end
 
     def compressed?

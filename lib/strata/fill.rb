@@ -26,6 +26,10 @@ module Strata
     # put a stale entry back under race_condition_ttl): what the read found is then out of date,
     # and the caller's later reads of key go to the tiers instead.
     attr_accessor :rewritten
+    # The stamps (Entry.stamp_words) of the stamped entry the read-through found current, if any:
+    # what a rewrite of that entry (Rails' race_condition_ttl) carries, rather than the versions
+    # current when it is written, which may postdate the read.
+    attr_accessor :read_stamps
     # True when the caller read the host tier for key just before (Stack#get_host): the
     # read-through goes straight to the host single-flight, which reads it again under the lock.
     attr_reader :host_read
@@ -44,6 +48,7 @@ module Strata
       @found = nil
       @rewritten = false
       @tombstones = nil
+      @read_stamps = nil
     end
 
     # Whether this caller holds a won lease that is not yet filled.

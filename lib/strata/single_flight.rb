@@ -60,7 +60,10 @@ module Strata
     # The bytes under key in the top tier when it is the host tier (a miss there costs next to
     # nothing to repeat), else nil without reading. For a probe before a read-through.
     def get_host(key)
-      (@host_index == 0) ? @tiers[0].get(key) : nil
+      return nil unless @host_index == 0
+
+      bytes = @tiers[0].get(key)
+      (bytes && Entry.stamped?(bytes)) ? current(key, bytes, 0) : bytes
     end
 
     # Whether key is one of the stack's own lock entries, not a cache entry.
@@ -93,6 +96,7 @@ module Strata
         else
           safely(index, info) { @tiers[index].get(key) }
         end
+        bytes = current(key, bytes, index) if bytes && !@lease_tiers[index] && !@tombstone_tiers[index] && Entry.stamped?(bytes)
         return found(key, bytes, index, info, fill) if bytes
 
         if index == @host_index
@@ -141,12 +145,12 @@ module Strata
         if taken
           fill.host_lock = lock
           # The previous holder may have filled and let go between our miss and our add.
-          return safely(index, info) { tier.get(key) }
+          return checked(key, safely(index, info) { tier.get(key) }, index)
         end
         return nil if Clock.monotonic > deadline
 
         interval = pause(interval)
-        bytes = safely(index, info) { tier.get(key) }
+        bytes = checked(key, safely(index, info) { tier.get(key) }, index)
         return bytes if bytes
       end
     end
@@ -168,6 +172,13 @@ module Strata
           fill.lease_cas = lease.cas
           return nil
         end
+        if lease&.value && Entry.stamped?(lease.value) && !checked(key, lease.value, index)
+          # Out of date by its stamps, and now deleted: lease again, at once, to fill it.
+          lease = safely(index, info) { tier.lease_get(key, lease_ttl: @fill_wait) }
+          next unless lease&.value && Entry.stamped?(lease.value) && !checked(key, lease.value, index)
+
+          return nil # out of date again at once: go on below without the lease
+        end
         if lease&.value
           fill.stale = lease.stale?
           return lease.value
@@ -185,8 +196,18 @@ module Strata
     # over there (see #fill_write).
     def fenced_read(key, index, fill, info)
       bytes, tombstone = safely(index, info) { @tiers[index].get_for_fill(key) }
+      if bytes && Entry.stamped?(bytes) && !current(key, bytes, index)
+        # Out of date by its stamps, and now deleted: read the delete's tombstone to fill over.
+        bytes, tombstone = safely(index, info) { @tiers[index].get_for_fill(key) }
+        bytes = checked(key, bytes, index)
+      end
       fill.read_tombstone(index, tombstone) unless bytes
       bytes
+    end
+
+    # bytes (nil included) unless they are a stamped entry that is out of date (see #current).
+    def checked(key, bytes, index)
+      (bytes && Entry.stamped?(bytes)) ? current(key, bytes, index) : bytes
     end
 
     # Sleeps interval; the next one, doubled up to MAX_POLL_INTERVAL, so long waits poll gently.

@@ -2,6 +2,7 @@
 
 require "strata/errors"
 require "strata/entry"
+require "strata/dependencies"
 require "strata/single_flight"
 
 module Strata
@@ -22,7 +23,12 @@ module Strata
   #
   # A tier that raises Strata::TierError is skipped for that call. The stack hands the error and the
   # tier's name to on_error and goes on with the next tier; it never raises a TierError itself.
-  # Dependency checks (DESIGN section 4, step 5) are not here yet.
+  #
+  # Dependency stamps (Strata::Dependencies, docs/coherence.md): an entry with stamps that are
+  # not all current is a miss wherever it is read (get, get_host, get_multi, read-through), and
+  # its copy in the tier that held it is deleted (it can never be valid again), so a fill can
+  # take its place. A current one is handed to on_stamps, so the adapter can add its stamps to
+  # the entry being computed around the read. An untagged entry costs one byte's look.
   #
   # Thread and process safety are the tiers': the stack keeps no state that changes after new.
   class Stack
@@ -35,7 +41,11 @@ module Strata
     # tiers: a Hash of name => tier, top first, e.g. {l1: shared_memory}.
     # on_error: called as on_error.call(error, tier_name) for each tier failure; nil ignores them.
     # fill_wait: seconds a read-through waits for another caller's fill (0: no single-flight).
-    def initialize(tiers, on_error: nil, fill_wait: DEFAULT_FILL_WAIT)
+    # coherence_interval: seconds the host tier keeps a tag version read from below (Dependencies).
+    # on_stamps: called as on_stamps.call(key, words) with the stamps of each current stamped entry
+    #   read (flat: Entry.stamp_words).
+    def initialize(tiers, on_error: nil, fill_wait: DEFAULT_FILL_WAIT,
+      coherence_interval: Dependencies::DEFAULT_COHERENCE_INTERVAL, on_stamps: nil)
       raise ArgumentError, "a stack needs at least one tier" if tiers.empty?
       raise ArgumentError, "fill_wait must be a number of seconds >= 0" unless fill_wait.is_a?(Numeric) && fill_wait >= 0
 
@@ -53,7 +63,12 @@ module Strata
       leased = @lease_tiers.index(&:itself)
       below_lease = leased ? (@tiers.size - 1).downto(leased + 1).to_a : []
       @unfenced_below_lease = below_lease.reject { |index| @tombstone_tiers[index] }.freeze
+      @on_stamps = on_stamps
+      @dependencies = Dependencies.new(@tiers, @names, on_error: on_error, coherence_interval: coherence_interval)
     end
+
+    # The tag versions kept in these tiers (Strata::Dependencies).
+    attr_reader :dependencies
 
     # The tier names, top first.
     def tier_names
@@ -83,6 +98,7 @@ module Strata
           failed(error, index, info)
           nil
         end
+        bytes = current(key, bytes, index) if bytes && Entry.stamped?(bytes)
         if bytes
           info[:tier] = @names[index] if info
           backfill(key, bytes, index) if index > 0
@@ -109,10 +125,12 @@ module Strata
 
         info[:tier] = @names[index] if info
         hits.each do |key, bytes|
+          next unless !Entry.stamped?(bytes) || current(key, bytes, index)
+
           found[key] = bytes
           backfill(key, bytes, index) if index > 0
         end
-        missing -= hits.keys if index + 1 < @tiers.size
+        missing = keys.reject { |key| found.key?(key) } if index + 1 < @tiers.size
       end
       found
     end
@@ -188,10 +206,12 @@ module Strata
     end
 
     # Store bytes only where key is absent, top to bottom. When a tier already holds key, the copies
-    # just added above it are dropped again and the answer is false.
+    # just added above it are dropped again and the answer is false. An entry whose stamps are out
+    # of date counts as absent: it is dropped, and the add tried again once.
     def add(key, bytes, ttl: nil)
       write_tiers(key, @top_down) do |tier, index|
         next true if tier.add(key, bytes, ttl: ttl)
+        next true if outdated?(key, index) && tier.add(key, bytes, ttl: ttl)
 
         index.times { |above| drop(key, above) }
         return false
@@ -273,10 +293,11 @@ module Strata
       removed
     end
 
-    # The live keys of the tiers that can list theirs (a networked tier can't), without repeats.
+    # The live keys of the tiers that can list theirs (a networked tier can't), without repeats;
+    # never the stack's own (locks, tag versions).
     def keys
       listed = @tiers.each_with_index.flat_map do |tier, index|
-        tier.respond_to?(:keys) ? tier.keys.reject { |key| lock_key?(key) } : []
+        tier.respond_to?(:keys) ? tier.keys.reject { |key| reserved_key?(key) } : []
       rescue TierError => error
         failed(error, index)
         []
@@ -299,7 +320,35 @@ module Strata
       nil
     end
 
+    # Whether key is one of the stack's own (a lock, a tag version), not a cache entry: they
+    # start with a NUL byte, which no cache key does.
+    def reserved_key?(key)
+      key.getbyte(0) == 0
+    end
+
     private
+
+    # Stamped entry bytes read at tier index: bytes when every stamp is current (on_stamps is
+    # told them), else nil, and the tier's copy is deleted: it can never be current again, and
+    # a fill can then take its place. Malformed bytes are left to the reader, which reports them.
+    def current(key, bytes, index)
+      words = Entry.stamp_words(bytes)
+      if @dependencies.current?(words)
+        @on_stamps&.call(key, words)
+        return bytes
+      end
+      drop(key, index)
+      nil
+    rescue CorruptError
+      bytes
+    end
+
+    # Whether tier index holds a stamped entry under key that is out of date (now dropped). A
+    # read that fails says no (reported): the add then stays refused, as it was.
+    def outdated?(key, index)
+      held = safely(index) { @tiers[index].get(key) }
+      held && Entry.stamped?(held) && !current(key, held, index)
+    end
 
     # Yields each tier, in the order of indexes, for a write; true when some tier's write returned
     # true and every tier that failed now reads key as a miss. A tier that can't hold a value that

@@ -43,6 +43,12 @@ module ActiveSupport
     #
     # A tier that fails turns into a miss (or a false write), reported to ActiveSupport.error_reporter
     # with source "strata.cache"; the app's request never sees it.
+    #
+    # Dependency tags (docs/coherence.md): fetch and write take tags: ["bugs/42", ...]; an entry
+    # is stamped with its tags' versions (for fetch, read before the block runs) and with the
+    # stamps of every tagged entry read while its block runs, nested fetches included.
+    # invalidate_tags("bugs/42") gives the tag a new version: every entry stamped with the old
+    # one misses from then on, in this process at once.
     class StrataStore < Store
       DEFAULTS = {
         compress: false # L1 is local memory; see Sizing above
@@ -69,6 +75,9 @@ module ActiveSupport
       # (MULTI_READ, cleared by that read) and for its write_multi_entries (MULTI_FILLS).
       MULTI_READ = :__strata_store_multi_read
       MULTI_FILLS = :__strata_store_multi_fills
+      # The Strata::Dependencies::Capture of the fetch block running in this fiber.
+      CAPTURE = :__strata_store_capture
+      INVALIDATE_EVENT = "invalidate.strata"
 
       # Options, besides the Store ones:
       # l1: the shared-memory table's options (Strata::Tiers::SharedMemory.new); path defaults to
@@ -79,6 +88,8 @@ module ActiveSupport
       #     L1 is there when l1: is given, or when neither memcached: nor sql: is.
       # fill_wait: seconds a fetch that missed waits for another process's (or host's) fill of the
       #     same key before running its block itself (default 2; 0 turns single-flight off).
+      # coherence_interval: seconds L1 keeps a copy of a tag version read from memcached or SQL
+      #     (default 1): the longest another host's invalidate_tags goes unseen here.
       # serializer: :marshal_7_1 (Marshal, the default), :message_pack, or an object with dump/load.
       # compressor: responds to deflate/inflate (Zlib by default; nil: none); used when compress is on.
       # coder: an object with dump/load (and optionally dump_compressed) for whole entries, instead
@@ -89,13 +100,14 @@ module ActiveSupport
         memcached = options.delete(:memcached)
         sql = options.delete(:sql)
         fill_wait = options.delete(:fill_wait) { Strata::Stack::DEFAULT_FILL_WAIT }
+        coherence_interval = options.delete(:coherence_interval) { Strata::Dependencies::DEFAULT_COHERENCE_INTERVAL }
         @codec = build_codec(options)
         @failures = FailureReports.new
         # The base store's coder would go unused: Codec encodes entries, whatever the cache format
         # version (docs/compatibility.md).
         super(options.merge(coder: nil))
         @stack = Strata::Stack.new(build_tiers(l1, memcached, sql), on_error: method(:report_failure),
-          fill_wait: fill_wait)
+          fill_wait: fill_wait, coherence_interval: coherence_interval, on_stamps: method(:depend_on))
         @listable = listable_tiers.size == @stack.tier_names.size
       end
 
@@ -115,7 +127,8 @@ module ActiveSupport
         outer = Thread.current[MULTI_FILLS]
         Thread.current[MULTI_FILLS] = Thread.current[MULTI_READ] = fills
         begin
-          super(*names, options, &block)
+          merged = merged_options(options)
+          capturing(names.map { |name| normalize_key(name, merged) }, merged[:tags]) { super(*names, options, &block) }
         ensure
           Thread.current[MULTI_READ] = nil
           Thread.current[MULTI_FILLS] = outer
@@ -148,6 +161,24 @@ module ActiveSupport
       # Like increment, subtracting. A missing key starts at 0; counters never go below 0.
       def decrement(name, amount = 1, options = nil)
         count(:decrement, name, amount, -Integer(amount), options)
+      end
+
+      # Gives each tag a new version: every entry stamped with an older one (written with tags:,
+      # or built by a fetch that read such an entry) misses from then on. In this process the
+      # next read misses; in other processes sharing the L1 table too; on other hosts within
+      # coherence_interval (docs/coherence.md). One write per tier and tag, however many entries
+      # depend on it. Emits invalidate.strata with the tags. False when a tier could neither take
+      # a new version nor drop its old one (reported).
+      def invalidate_tags(*tags)
+        tags = tags.flatten
+        raise ArgumentError, "invalidate_tags needs at least one tag" if tags.empty?
+
+        ids = tag_ids(tags)
+        ActiveSupport::Notifications.instrument(INVALIDATE_EVENT, tags: tags.map(&:to_s), store: self.class.name) do
+          bumped = failsafe(false) { @stack.dependencies.bump(ids) }
+          local_cache&.clear # it serves entries without their stamps checked
+          bumped
+        end
       end
 
       # Delete every entry whose key matches matcher, and return how many were deleted. matcher is
@@ -205,8 +236,22 @@ module ActiveSupport
 
       # The stored bytes for key, through the local cache when one is active (with none active the
       # LocalCache layer would only pass the call down), read through when a fetch of key is.
+      # A local cache serves the bytes it holds without the stack, whose on_stamps then says
+      # nothing: their stamps are added here (see #served_locally).
       def read_bytes(key, event)
-        local_cache ? read_serialized_entry(key, event: event) : @stack.get(key, event, reading_fill(key))
+        return @stack.get(key, event, reading_fill(key)) unless local_cache
+
+        served_locally(read_serialized_entry(key, event: event))
+      end
+
+      # bytes; when they are stamped, the computation under way depends on them. For entries a
+      # local cache serves (it checks no stamps: invalidate_tags clears it instead). Entries the
+      # stack served are told twice, which adds nothing.
+      def served_locally(bytes)
+        if bytes && Strata::Entry.stamped?(bytes) && (capture = Thread.current[CAPTURE])
+          capture.add(Strata::Entry.stamp_words(bytes))
+        end
+        bytes
       end
 
       # Only read_entry and the LocalCache layer call this; raw is the layer's.
@@ -253,7 +298,72 @@ module ActiveSupport
       end
 
       def write_entry(key, entry, **options)
-        write_serialized_entry(key, serialize_entry(entry, **options), **options)
+        write_serialized_entry(key, serialize_entry(entry, stamps: stamps_for(key, options[:tags]), **options), **options)
+      end
+
+      # The base fetch runs its block here: the block's dependencies are captured around it.
+      # Rails 7.1 passes (name, options), 7.2 and later (name, key, options).
+      def save_block_result_to_cache(name, *key_and_options)
+        options = key_and_options.last
+        key = (key_and_options.size > 1) ? key_and_options.first : normalize_key(name, options)
+        capturing(key, options[:tags]) { super }
+      end
+
+      # Runs the block as the computation of the entries under keys (one key, or an Array): the versions of tags are
+      # read first (before the block, so an invalidation during it makes the entry miss), and the
+      # stamps of what the block reads are added (Stack's on_stamps, #depend_on). What it
+      # depended on is added to the computation around it, if any, when it is done.
+      def capturing(keys, tags)
+        ids = tags ? tag_ids(tags) : nil
+        stamps = (ids && !ids.empty?) ? ids.zip(@stack.dependencies.versions(ids)) : Strata::Entry::NO_STAMPS
+        outer = Thread.current[CAPTURE]
+        capture = Strata::Dependencies::Capture.new(keys, stamps, outer)
+        Thread.current[CAPTURE] = capture
+        begin
+          yield
+        ensure
+          Thread.current[CAPTURE] = outer
+          outer&.add(capture.words)
+        end
+      end
+
+      # The stack's on_stamps: a current stamped entry was read under key; the computation under
+      # way, if any, depends on it too, and the read-through of key keeps them (Fill#read_stamps).
+      # A read of one of the computation's own keys (fetch_multi's hits) is not its dependency,
+      # but the computation around it, if any, used the value.
+      def depend_on(key, words)
+        if (capture = Thread.current[CAPTURE])
+          capture.for?(key) ? capture.outer&.add(words) : capture.add(words)
+        end
+        fill = Thread.current[FILL]
+        fill.read_stamps = words if fill && fill.key == key
+      end
+
+      # The stamps the entry written under key carries: the computation's whose result it is;
+      # during the read-through of key, before its block (Rails putting the stale entry back for
+      # race_condition_ttl), those of the entry it read; else the current versions of tags (a
+      # write's versions are read when it is called).
+      def stamps_for(key, tags)
+        capture = Thread.current[CAPTURE]
+        return capture.stamps if capture&.for?(key)
+        if (words = current_fill(key)&.read_stamps)
+          return words.each_slice(2).to_a
+        end
+        return Strata::Entry::NO_STAMPS unless tags
+
+        ids = tag_ids(tags)
+        ids.empty? ? Strata::Entry::NO_STAMPS : ids.zip(@stack.dependencies.versions(ids))
+      end
+
+      # The tag ids (Strata::Dependencies.tag_id) of tags: a String, a Symbol or an Array of them.
+      def tag_ids(tags)
+        Array(tags).map do |tag|
+          if !(tag.is_a?(String) || tag.is_a?(Symbol)) || tag.empty?
+            raise ArgumentError, "tags: a tag must be a non-empty String or Symbol, got #{tag.inspect}"
+          end
+
+          Strata::Dependencies.tag_id(tag.to_s)
+        end.uniq
       end
 
       def write_serialized_entry(key, payload, unless_exist: false, expires_in: nil, race_condition_ttl: nil, raw: false, **)
@@ -303,7 +413,7 @@ module ActiveSupport
         keys_to_names.each_with_object({}) do |(key, name), results|
           next unless (bytes = found[key])
 
-          entry = deserialize_entry(bytes, **options)
+          entry = bytes && failsafe(nil) { @codec.load(bytes, options[:raw]) } # the stack told their stamps
           next if entry.nil? || entry.expired? || entry.mismatched?(normalize_version(name, options))
 
           results[name] = entry.value
@@ -326,7 +436,8 @@ module ActiveSupport
       # unless the write is an add (unless_exist); the fills of read-throughs under way (a fetch's,
       # or fetch_multi's misses) go key by key, through the fill protocol.
       def write_multi_entries(hash, **options)
-        payloads = hash.transform_values { |entry| serialize_entry(entry, **options) }
+        tags = options[:tags]
+        payloads = hash.to_h { |key, entry| [key, serialize_entry(entry, stamps: stamps_for(key, tags), **options)] }
         if options[:unless_exist]
           payloads.each { |key, payload| write_serialized_entry(key, payload, **options) }
         else
@@ -351,12 +462,16 @@ module ActiveSupport
         end
       end
 
-      def serialize_entry(entry, raw: false, compress: @options[:compress], compress_threshold: @options[:compress_threshold], **)
-        @codec.dump(entry, raw, compress ? compress_threshold : nil)
+      def serialize_entry(entry, raw: false, compress: @options[:compress], compress_threshold: @options[:compress_threshold],
+        stamps: Strata::Entry::NO_STAMPS, **)
+        @codec.dump(entry, raw, compress ? compress_threshold : nil, stamps)
       end
 
+      # Only the LocalCache layer calls this, for the entries it serves to read_multi and
+      # fetch_multi: their stamps count (#served_locally; a fetch_multi's own local hits count for
+      # the entries it computes, a false positive at worst).
       def deserialize_entry(payload, raw: false, **)
-        payload && failsafe(nil) { @codec.load(payload, raw) }
+        payload && failsafe(nil) { @codec.load(served_locally(payload), raw) }
       end
 
       # Keys are bytes for the tiers: no escaping, and the namespace is read without merging the

@@ -49,13 +49,14 @@ module ActiveSupport
 
         # The entry bytes for entry. raw: store a counter-shaped value bare, so incr works on it.
         # compress_threshold: compress payloads this large or larger; nil never compresses.
-        def dump(entry, raw, compress_threshold)
+        # stamps: the entry's dependency stamps, [[tag_id, version], ...] (a bare counter has none).
+        def dump(entry, raw, compress_threshold, stamps = Strata::Entry::NO_STAMPS)
           value = entry.value
           if raw
             value = value.to_s
             return value if value.match?(COUNTER) && value.to_i <= MAX_COUNTER
           end
-          return @coder.dump(entry, compress_threshold) if @coder
+          return @coder.dump(entry, compress_threshold, stamps) if @coder
 
           if value.nil?
             flags = Strata::Entry::NIL
@@ -76,7 +77,7 @@ module ActiveSupport
           end
 
           Strata::Entry.encode(payload, flags: flags, expires_at: Strata::Entry.milliseconds(entry.expires_at),
-            version: entry.version)
+            version: entry.version, stamps: stamps)
         end
 
         # The Entry in bytes, or nil when its payload can't be rebuilt. Raises Strata::CorruptError
@@ -170,12 +171,12 @@ module ActiveSupport
 
           # The entry bytes for entry: compress_threshold as Rails' dump_compressed takes it, nil
           # when compression is off.
-          def dump(entry, compress_threshold)
+          def dump(entry, compress_threshold, stamps)
             payload = (compress_threshold && @compresses) ? @coder.dump_compressed(entry, compress_threshold) : @coder.dump(entry)
             raise TypeError, "the coder's dump must return a String, not #{payload.class}" unless payload.is_a?(String)
 
             Strata::Entry.encode(payload, flags: Strata::Entry::CODER,
-              expires_at: Strata::Entry.milliseconds(entry.expires_at), version: entry.version)
+              expires_at: Strata::Entry.milliseconds(entry.expires_at), version: entry.version, stamps: stamps)
           end
 
           # The value of the entry the coder loads from payload.

@@ -92,13 +92,15 @@ module ActiveSupport
         # What the base fetch does after a miss, minus its cache_generate event: nobody listens.
         # options are merged already, and stay so unless the block changes them.
         def cold_fill(name, key, options)
-          written = options.dup # the block may change them through WriteOptions
-          value = yield(name, WriteOptions.new(written))
-          return value if value.nil? && written[:skip_nil]
+          capturing(key, options[:tags]) do
+            written = options.dup # the block may change them through WriteOptions
+            value = yield(name, WriteOptions.new(written))
+            next value if value.nil? && written[:skip_nil]
 
-          written = merged_options(written) unless written == options # an expires_at becomes an expires_in
-          observed?(WRITE_EVENT) ? write(name, value, written) : write_unobserved(name, key, value, written)
-          value
+            written = merged_options(written) unless written == options # an expires_at becomes an expires_in
+            observed?(WRITE_EVENT) ? write(name, value, written) : write_unobserved(name, key, value, written)
+            value
+          end
         end
 
         # The base #write's Entry and #write_entry, without its cache_write payload. key is name

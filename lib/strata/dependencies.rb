@@ -1,0 +1,333 @@
+# frozen_string_literal: true
+
+require "digest"
+require "securerandom"
+require "strata/entry"
+require "strata/errors"
+
+module Strata
+  # Tag versions (DESIGN section 8; docs/coherence.md). A tag is a String naming something entries
+  # are built from ("bugs/42"). Its version is an opaque 64-bit value, compared for equality
+  # only: every bump, and every creation of a missing version, draws a fresh random one. An entry
+  # stamps the versions its tags had before its value was computed, and is valid while every
+  # stamp equals its tag's current version. A version that is lost (evicted, deleted, a tier
+  # emptied) is created anew, and a fresh random value matches no stamp written before: losing
+  # versions costs misses, never stale hits.
+  #
+  # Where versions live: under reserved keys (VERSION_PREFIX, a NUL byte first like the host
+  # single-flight's locks, so no cache key can name one and Stack#keys lists none) in the
+  # stack's own tiers. The bottom tier is the authority (the SQL tier when there is one, durable;
+  # else memcached; else L1); the tiers above cache it. The host tier's copies live at most
+  # coherence_interval seconds when there are tiers below it, so a host that missed another
+  # host's bump (it bumped its own L1 only) reads the authority again at most that often. In the
+  # SQL tier versions share the entries table: its max_size/max_age expiry may drop one, which
+  # only costs misses (above). Tag ids are 62 bits of the tag's SHA-256: two tags that collide
+  # share a version, so invalidating one invalidates the other too, never less. Ids and versions
+  # are 62-bit so that they are Integers Ruby does not allocate.
+  #
+  # Reads go top-down: the first tier holding a version answers, and the tiers above it get a
+  # copy with add (a bump's newer copy wins). A version no tier holds is created bottom-up with
+  # add: when add loses, the winner's value is read back and used, so every reader settles on
+  # the authority's value. Bumps go bottom-up (set); a tier whose set fails has its copy deleted,
+  # and the bump is false when that fails too.
+  #
+  # Safe to share between threads: no state changes after new.
+  class Dependencies
+    VERSION_PREFIX = "\x00strata:tag:".b.freeze
+    KEY_FORMAT = "#{VERSION_PREFIX}%016x".b.freeze
+    MASK = (1 << 62) - 1
+    # Seconds the host tier keeps a copy of a version when tiers below it hold the authority.
+    DEFAULT_COHERENCE_INTERVAL = 1.0
+    VERSION_BYTES = 8
+    # Version keys are kept per tag id, up to this many (then forgotten all at once): making one
+    # costs more than the L1 lookup it is for.
+    KEY_CACHE_SIZE = 4096
+    PACK = "Q<"
+
+    # The 64-bit id under which tag's version is kept and stamped.
+    def self.tag_id(tag)
+      Digest::SHA256.digest(tag).unpack1(PACK) & MASK
+    end
+
+    # tiers and names: the stack's, top first. on_error: as Stack's (error, tier_name).
+    # coherence_interval: seconds (> 0) the host tier keeps a version copied from below.
+    def initialize(tiers, names, on_error: nil, coherence_interval: DEFAULT_COHERENCE_INTERVAL)
+      unless coherence_interval.is_a?(Numeric) && coherence_interval > 0
+        raise ArgumentError, "coherence_interval must be a number of seconds > 0, got #{coherence_interval.inspect}"
+      end
+
+      @tiers = tiers
+      @names = names
+      @on_error = on_error
+      bottom = tiers.size - 1
+      @ttls = tiers.each_with_index.map do |tier, index|
+        (tier.capabilities[:host] && index < bottom) ? coherence_interval.to_f : nil
+      end.freeze
+      @host_index = tiers.index { |tier| tier.capabilities[:host] }
+      # id => version key. A Hash, not a lock: each read and write of it is one C call under the
+      # GVL, and a key lost to a concurrent clear is only made again.
+      @keys = {}
+    end
+
+    # The reserved key holding the version of tag id.
+    def version_key(id)
+      @keys[id] ||= begin
+        @keys.clear if @keys.size >= KEY_CACHE_SIZE
+        format(KEY_FORMAT, id).freeze
+      end
+    end
+
+    # The current versions of tag ids, in order (Integers). A missing one is created.
+    def versions(ids)
+      keys = ids.map { |id| version_key(id) }
+      found = read(keys)
+      keys.map { |key| found[key] || create(key) }
+    end
+
+    # Whether every stamp in words ([tag_id, version, tag_id, version, ...], Entry.stamp_words)
+    # is current. A version no tier holds makes it false without creating one: a fresh one would
+    # not match anyway.
+    def current?(words)
+      return current_one?(words[0], words[1]) if words.size == 2
+
+      count = words.size / 2
+      keys = Array.new(count) { |index| version_key(words[index * 2]) }
+      top = top_versions(keys)
+      # The usual case: the top tier holds them all, well-formed: one call.
+      if top.size == count
+        index = 0
+        while index < count
+          bytes = top[keys[index]]
+          break unless bytes.bytesize == VERSION_BYTES
+          return false unless bytes.unpack1(PACK) == words[index * 2 + 1]
+
+          index += 1
+        end
+        return true if index == count
+      end
+
+      found = read(keys)
+      count.times do |index|
+        return false unless found[keys[index]] == words[index * 2 + 1]
+      end
+      true
+    end
+
+    # Gives each tag id a new version, bottom-up through every tier: whatever depended on the
+    # old one misses from then on. One write per tier and tag, whatever the number of entries
+    # stamped with it. True when every tier took the new versions or now holds none.
+    def bump(ids)
+      fresh = ids.to_h { |id| [version_key(id), [random_version].pack(PACK)] }
+      ok = true
+      (@tiers.size - 1).downto(0) do |index|
+        fresh.each do |key, bytes|
+          stored = begin
+            @tiers[index].set(key, bytes, ttl: @ttls[index])
+          rescue TierError => error
+            failed(error, index)
+            false
+          end
+          ok = false unless stored || dropped?(key, index)
+        end
+      end
+      ok
+    end
+
+    # The seam for the cross-host poller (docs/coherence.md): this host's copy of tag id's
+    # version becomes version (read from the invalidation log), or, without one, is dropped so
+    # the next read takes the authority's. Only the host tier is written. True when done.
+    def bump_local(id, version = nil)
+      return true unless @host_index
+
+      key = version_key(id)
+      return dropped?(key, @host_index) unless version
+
+      @tiers[@host_index].set(key, [version].pack(PACK), ttl: @ttls[@host_index]) || dropped?(key, @host_index)
+    rescue TierError => error
+      failed(error, @host_index)
+      dropped?(key, @host_index)
+    end
+
+    private
+
+    # #current? for one stamp: the top tier's get, then #read.
+    def current_one?(id, version)
+      key = version_key(id)
+      bytes = begin
+        @tiers[0].get(key)
+      rescue TierError
+        nil # reported by #read, which reads it once more
+      end
+      return bytes.unpack1(PACK) == version if bytes&.bytesize == VERSION_BYTES
+
+      read([key])[key] == version
+    end
+
+    # key => bytes the top tier holds (one multi-key call), or none when it fails (reported
+    # again by #read, which reads it once more).
+    def top_versions(keys)
+      @tiers[0].get_multi(keys)
+    rescue TierError
+      NONE
+    end
+
+    NONE = {}.freeze
+
+    # key => version for the keys some tier holds, top-down; copies go up to the tiers above.
+    def read(keys)
+      found = {}
+      missing = keys
+      @tiers.each_with_index do |tier, index|
+        hits = begin
+          tier.get_multi(missing)
+        rescue PartialError => error
+          failed(error, index)
+          error.result
+        rescue TierError => error
+          failed(error, index)
+          next
+        end
+        hits.each do |key, bytes|
+          version = decode(key, bytes, index)
+          next unless version
+
+          found[key] = version
+          copy_up(key, bytes, index)
+        end
+        missing = missing.reject { |key| found.key?(key) }
+        break if missing.empty?
+      end
+      found
+    end
+
+    # Copies a version read at index into the tiers above with add: one there now was put there
+    # by a bump since (or by another reader's copy of the same value) and stays. A copy that
+    # landed after a bump whose own copy above was evicted would hold the old value, so the
+    # source is read again after the copy; when it changed meanwhile the copies above go.
+    def copy_up(key, bytes, index)
+      return if index == 0
+
+      index.times do |above|
+        @tiers[above].add(key, bytes, ttl: @ttls[above])
+      rescue TierError => error
+        failed(error, above)
+      end
+      again = begin
+        @tiers[index].get(key)
+      rescue TierError => error
+        failed(error, index)
+        nil
+      end
+      index.times { |above| dropped?(key, above) } unless again == bytes
+    end
+
+    # Creates a missing version bottom-up: the lowest tier that answers settles it (its value, if
+    # another reader added one first), then the tiers above take a copy. A version no tier could
+    # store is still fresh: what is stamped with it never matches anything and misses.
+    def create(key)
+      bytes = [random_version].pack(PACK)
+      settled = nil
+      (@tiers.size - 1).downto(0) do |index|
+        tier = @tiers[index]
+        unless settled
+          added = begin
+            tier.add(key, bytes, ttl: @ttls[index])
+          rescue TierError => error
+            failed(error, index)
+            next
+          end
+          unless added
+            winner = begin
+              tier.get(key)
+            rescue TierError => error
+              failed(error, index)
+              nil
+            end
+            bytes = winner if winner && decode(key, winner, index)
+          end
+          settled = index
+          next
+        end
+        begin
+          tier.add(key, bytes, ttl: @ttls[index])
+        rescue TierError => error
+          failed(error, index)
+        end
+      end
+      bytes.unpack1(PACK)
+    end
+
+    # A version's value, or nil when the bytes under key are not one (then dropped, so that a
+    # read creates a fresh one).
+    def decode(key, bytes, index)
+      return bytes.unpack1(PACK) if bytes.bytesize == VERSION_BYTES
+
+      failed(CorruptError.new("#{@names[index]}: tag version #{key.inspect} is #{bytes.bytesize} bytes"), index)
+      dropped?(key, index)
+      nil
+    end
+
+    def random_version
+      SecureRandom.random_bytes(VERSION_BYTES).unpack1(PACK) & MASK
+    end
+
+    def dropped?(key, index)
+      @tiers[index].delete(key)
+      true
+    rescue TierError => error
+      failed(error, index)
+      false
+    end
+
+    def failed(error, index)
+      @on_error&.call(error, @names[index])
+    end
+  end
+end
+
+module Strata
+  class Dependencies
+    # What one computation depends on (the adapter keeps one per fetch block while it runs): the
+    # stamps of its own tags, read before the block, and those of every stamped entry read while
+    # it runs, its nested fetches' included. The first version seen of a tag is kept: an older
+    # stamp makes the entry miss sooner, never serve longer. keys: the cache keys whose written
+    # entries carry these stamps.
+    class Capture
+      # The computation this one runs inside, or nil.
+      attr_reader :outer
+
+      # keys: one key (a String) or an Array of them. stamps: [[tag_id, version], ...].
+      def initialize(keys, stamps, outer)
+        @keys = keys
+        @stamps = stamps.empty? ? nil : stamps.to_h # made on first use: most have none
+        @outer = outer
+      end
+
+      # Whether a write of key is this computation's result.
+      def for?(key)
+        @keys.is_a?(String) ? @keys == key : @keys.include?(key)
+      end
+
+      # Adds stamp words ([tag_id, version, ...], Entry.stamp_words) to what this computation
+      # depends on.
+      def add(words)
+        stamps = (@stamps ||= {})
+        index = 0
+        while index < words.size
+          stamps[words[index]] = words[index + 1] unless stamps.key?(words[index])
+          index += 2
+        end
+      end
+
+      # [[tag_id, version], ...], frozen empty when there are none.
+      def stamps
+        @stamps ? @stamps.to_a : Entry::NO_STAMPS
+      end
+
+      # stamps flat, as #add takes them.
+      def words
+        @stamps ? @stamps.to_a.flatten : Entry::NO_STAMPS
+      end
+    end
+  end
+end

@@ -1,0 +1,144 @@
+# frozen_string_literal: true
+
+require "test_helper"
+require "strata/stack"
+require "support/waiting"
+
+# Tag versions over two real shared-memory tables: :top (the host tier) above :bottom (the
+# authority), as L1 above memcached or SQL.
+class DependenciesTest < Minitest::Test
+  include Strata::Waiting
+
+  Dependencies = Strata::Dependencies
+
+  def run
+    Strata::TestSupport.with_tmpdir do |dir|
+      @top = Strata::Tiers::SharedMemory.new(path: File.join(dir, "top"), size: 1 << 20, lock_timeout: 0.01)
+      @bottom = Strata::Tiers::SharedMemory.new(path: File.join(dir, "bottom"), size: 1 << 20, lock_timeout: 0.01)
+      # The bottom table plays a tier below the host: not the host tier itself.
+      @bottom.define_singleton_method(:capabilities) { Strata::Tier::CAPABILITIES }
+      @errors = []
+      @dependencies = Dependencies.new([@top, @bottom], %i[top bottom],
+        on_error: ->(error, tier) { @errors << [error.class, tier] }, coherence_interval: 30)
+      super
+    ensure
+      @top&.close
+      @bottom&.close
+    end
+  end
+
+  def id
+    @id ||= Dependencies.tag_id("bugs/42")
+  end
+
+  def key
+    @dependencies.version_key(id)
+  end
+
+  def test_a_missing_version_is_created_bottom_up_and_read_back_the_same
+    version = @dependencies.versions([id]).first
+
+    assert_equal [version].pack("Q<"), @bottom.get(key)
+    assert_equal [version].pack("Q<"), @top.get(key)
+    assert_equal [version], @dependencies.versions([id])
+    assert_operator version, :<, 1 << 62
+  end
+
+  def test_the_authoritys_version_wins_over_a_fresh_one
+    @bottom.set(key, [1234].pack("Q<"))
+
+    assert_equal [1234], @dependencies.versions([id])
+    assert_equal [1234].pack("Q<"), @top.get(key), "copied up"
+  end
+
+  def test_a_bump_gives_a_new_version_in_every_tier
+    before = @dependencies.versions([id]).first
+
+    assert @dependencies.bump([id])
+
+    after = @dependencies.versions([id]).first
+    refute_equal before, after
+    assert_equal [after].pack("Q<"), @bottom.get(key)
+    assert_equal [after].pack("Q<"), @top.get(key)
+    assert @dependencies.current?([id, after])
+    refute @dependencies.current?([id, before])
+  end
+
+  def test_a_check_does_not_create_a_missing_version
+    refute @dependencies.current?([id, 5])
+    assert_nil @top.get(key)
+    assert_nil @bottom.get(key)
+  end
+
+  def test_a_tier_that_fails_a_bump_drops_its_copy_and_one_that_cannot_is_false
+    old = @dependencies.versions([id]).first
+    failure = Strata::TierError.new("down", tier: :top)
+    @top.define_singleton_method(:set) { |*, **| raise failure }
+
+    assert @dependencies.bump([id])
+    assert_nil @top.get(key), "the old copy is gone"
+    refute @dependencies.current?([id, old])
+
+    @top.define_singleton_method(:delete) { |*| raise failure }
+    @top.singleton_class.send(:remove_method, :set)
+    @top.set(key, [old].pack("Q<"))
+    @top.define_singleton_method(:set) { |*, **| raise failure }
+
+    refute @dependencies.bump([id])
+    assert_includes @errors, [Strata::TierError, :top]
+  end
+
+  def test_a_version_no_tier_can_store_is_fresh_and_matches_nothing_old
+    failure = Strata::TierError.new("down", tier: :bottom)
+    [@top, @bottom].each do |tier|
+      tier.define_singleton_method(:add) { |*, **| raise failure }
+      tier.define_singleton_method(:get_multi) { |*| raise failure }
+    end
+
+    first = @dependencies.versions([id]).first
+    second = @dependencies.versions([id]).first
+
+    refute_equal first, second
+  end
+
+  def test_malformed_version_bytes_are_dropped_and_replaced
+    @top.set(key, "garbage")
+    @bottom.set(key, [77].pack("Q<"))
+
+    assert_equal [77], @dependencies.versions([id])
+    assert_equal [77].pack("Q<"), @top.get(key)
+    assert_includes @errors, [Strata::CorruptError, :top]
+  end
+
+  def test_bump_local_sets_or_drops_the_host_copy_only
+    @dependencies.versions([id])
+
+    assert @dependencies.bump_local(id, 99)
+    assert_equal [99].pack("Q<"), @top.get(key)
+    refute_equal [99].pack("Q<"), @bottom.get(key)
+
+    assert @dependencies.bump_local(id)
+    assert_nil @top.get(key)
+    refute_nil @bottom.get(key)
+  end
+
+  def test_the_host_copy_of_a_version_lives_coherence_interval_when_tiers_are_below
+    dependencies = Dependencies.new([@top, @bottom], %i[top bottom], coherence_interval: 0.05)
+    dependencies.versions([id])
+    @bottom.set(key, [5].pack("Q<")) # another host's bump, which this host's L1 did not see
+
+    assert wait_until(2) { dependencies.versions([id]) == [5] }
+  end
+
+  def test_tag_ids_are_stable_62_bit_values
+    assert_equal Dependencies.tag_id("bugs/42"), Dependencies.tag_id(+"bugs/42")
+    refute_equal Dependencies.tag_id("bugs/42"), Dependencies.tag_id("bugs/43")
+    assert_operator Dependencies.tag_id("bugs/42"), :<, 1 << 62
+    assert_equal 0, key.getbyte(0)
+  end
+
+  def test_coherence_interval_must_be_positive
+    assert_raises(ArgumentError) { Dependencies.new([@top], %i[top], coherence_interval: 0) }
+    assert_raises(ArgumentError) { Dependencies.new([@top], %i[top], coherence_interval: "1") }
+  end
+end
