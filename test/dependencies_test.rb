@@ -130,6 +130,23 @@ class DependenciesTest < Minitest::Test
     assert wait_until(2) { dependencies.versions([id]) == [5] }
   end
 
+  # A bump that could neither set nor drop a middle tier's copy (memcached above SQL) leaves the
+  # old version there: it lapses after coherence_interval, and the authority's is read again.
+  def test_a_middle_tiers_copy_of_a_version_lapses_too
+    Strata::TestSupport.with_tmpdir do |dir|
+      middle = Strata::Tiers::SharedMemory.new(path: File.join(dir, "middle"), size: 1 << 20, lock_timeout: 0.01)
+      middle.define_singleton_method(:capabilities) { Strata::Tier::CAPABILITIES }
+      dependencies = Dependencies.new([@top, middle, @bottom], %i[top middle bottom], coherence_interval: 0.05)
+      old = dependencies.versions([id]).first
+      @bottom.set(key, [5].pack("Q<")) # the bump reached the authority only
+
+      assert_equal [old].pack("Q<"), middle.get(key)
+      assert wait_until(2) { dependencies.versions([id]) == [5] }
+    ensure
+      middle&.close
+    end
+  end
+
   def test_tag_ids_are_stable_62_bit_values
     assert_equal Dependencies.tag_id("bugs/42"), Dependencies.tag_id(+"bugs/42")
     refute_equal Dependencies.tag_id("bugs/42"), Dependencies.tag_id("bugs/43")

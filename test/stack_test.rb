@@ -33,6 +33,24 @@ class StackTest < Minitest::Test
     tier.define_singleton_method(:set_multi) { |*, **| raise failure }
   end
 
+  # Runs change once, right after tier's first read (name) returns inside the block: as a writer
+  # would land between a reader's read and its copy into the tiers above.
+  def between_read_and_copy(tier, change, name = :get)
+    read = tier.method(name)
+    pending = true
+    tier.define_singleton_method(name) do |*args|
+      result = read.call(*args)
+      if pending
+        pending = false
+        change.call
+      end
+      result
+    end
+    yield
+  ensure
+    tier.singleton_class.send(:remove_method, name)
+  end
+
   # Makes tier's deletes (delete, delete_multi) fail as well.
   def fail_deletes(tier)
     failure = Strata::TierError.new("delete failed", tier: :bottom)
@@ -123,6 +141,54 @@ class StackTest < Minitest::Test
 
     assert_raises(Strata::ValueTooLargeError) { @stack.set("key", entry("x" * 5_000_000)) }
     assert_nil @stack.get("key")
+  end
+
+  # A counter written over a value lives in the tiers with counters only; a tier without them
+  # (SQL) must not keep the value it replaced, to serve once the counter tier lets the key go.
+  def test_a_counter_written_over_a_value_drops_it_from_the_tiers_without_counters
+    require "strata/tiers/sql"
+    Strata::TestSupport.with_tmpdir do |dir|
+      sql = Strata::Tiers::SQL.new(path: File.join(dir, "l3.sqlite3"))
+      stack = Strata::Stack.new({top: @top, bottom: sql}, on_error: ->(error, tier) { @errors << [error.class, tier] })
+      stack.set("key", entry("old"))
+
+      assert stack.set("key", "5")
+      assert_nil sql.get("key")
+      @top.delete("key") # the counter tier lets it go (an eviction)
+      assert_nil stack.get("key"), "never the value the counter replaced"
+    ensure
+      sql&.close
+    end
+  end
+
+  # A read that found a value below copies it up. A write or delete that lands between that read
+  # and the copy (bottom-up, so it reached the top first) must not be hidden by the copy.
+  def test_a_read_racing_a_write_or_delete_never_leaves_the_old_value_above
+    {write: -> { @stack.set("key", entry("new")) }, delete: -> { @stack.delete("key") }}.each do |what, change|
+      @stack.set("key", entry("old"))
+      @top.delete("key") # only the bottom holds it
+      between_read_and_copy(@bottom, change) do
+        assert_equal entry("old"), @stack.get("key"), "#{what}: the read came first"
+      end
+      expected = (what == :write) ? entry("new") : nil
+      assert_includes [nil, expected], @top.get("key"), "#{what}: never the old value above"
+      if expected
+        assert_equal expected, @stack.get("key")
+      else
+        assert_nil @stack.get("key")
+      end
+    end
+  end
+
+  def test_read_multi_racing_a_write_never_leaves_the_old_value_above
+    @stack.set_multi({"a" => entry("old"), "b" => entry("old")})
+    @top.delete_multi(%w[a b])
+    between_read_and_copy(@bottom, -> { @stack.set("a", entry("new")) }, :get_multi) do
+      assert_equal({"a" => entry("old"), "b" => entry("old")}, @stack.get_multi(%w[a b]))
+    end
+    assert_includes [nil, entry("new")], @top.get("a")
+    assert_equal entry("old"), @top.get("b"), "an unchanged key keeps its copy"
+    assert_equal({"a" => entry("new"), "b" => entry("old")}, @stack.get_multi(%w[a b]))
   end
 
   # A tier that refused the write keeps the value the write replaces unless it is dropped: a true

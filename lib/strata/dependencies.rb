@@ -50,7 +50,7 @@ module Strata
     end
 
     # tiers and names: the stack's, top first. on_error: as Stack's (error, tier_name).
-    # coherence_interval: seconds (> 0) the host tier keeps a version copied from below.
+    # coherence_interval: seconds (> 0) a tier above the bottom keeps a version copied from below.
     def initialize(tiers, names, on_error: nil, coherence_interval: DEFAULT_COHERENCE_INTERVAL)
       unless coherence_interval.is_a?(Numeric) && coherence_interval > 0
         raise ArgumentError, "coherence_interval must be a number of seconds > 0, got #{coherence_interval.inspect}"
@@ -60,9 +60,10 @@ module Strata
       @names = names
       @on_error = on_error
       bottom = tiers.size - 1
-      @ttls = tiers.each_with_index.map do |tier, index|
-        (tier.capabilities[:host] && index < bottom) ? coherence_interval.to_f : nil
-      end.freeze
+      # Every copy above the authority lapses after coherence_interval: the host tier's, so that
+      # another host's bump is seen within it, and memcached's above SQL, so that a bump that
+      # could neither set nor drop memcached's copy is not hidden behind it for good.
+      @ttls = tiers.each_index.map { |index| (index < bottom) ? coherence_interval.to_f : nil }.freeze
       @host_index = tiers.index { |tier| tier.capabilities[:host] }
       # id => version key. A Hash, not a lock: each read and write of it is one C call under the
       # GVL, and a key lost to a concurrent clear is only made again.

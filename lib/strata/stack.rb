@@ -124,12 +124,14 @@ module Strata
         next if hits.empty?
 
         info[:tier] = @names[index] if info
+        copied = {}
         hits.each do |key, bytes|
           next unless !Entry.stamped?(bytes) || current(key, bytes, index)
 
           found[key] = bytes
-          backfill(key, bytes, index) if index > 0
+          copied[key] = bytes if index > 0 && copy_up(key, bytes, index)
         end
+        confirm_copies(copied, index) unless copied.empty?
         missing = keys.reject { |key| found.key?(key) } if index + 1 < @tiers.size
       end
       found
@@ -153,7 +155,12 @@ module Strata
       lowest = nil
       counter = @counters && Entry.counter?(bytes)
       stored = write_tiers(key, @bottom_up) do |tier, index|
-        next false if counter && !@counter_tiers[index] # see count
+        if counter && !@counter_tiers[index]
+          # Counter bytes stay out of the tiers without counters (see count), but what such a
+          # tier held under key is what this write replaces: it goes.
+          refused = true unless dropped?(key, index)
+          next false
+        end
         if tier.set(key, bytes, ttl: ttl)
           lowest ||= index
           next true
@@ -468,16 +475,43 @@ module Strata
       value
     end
 
-    # Copy bytes found at tier index into the tiers above it, keeping the remaining time to live.
-    # Counters are not copied: only their own tier may change them.
+    # Copy bytes found at tier index into the tiers above it, keeping the remaining time to live,
+    # then read tier index again: a write or delete that reached tier index after our read may
+    # have reached the tiers above before our copies did (writes and deletes go bottom-up), and
+    # our copies would then hide it for their whole TTL. When tier index no longer holds bytes
+    # (or can't say), the copies are taken back, and the next read refills from below.
     def backfill(key, bytes, index)
-      return unless Entry.entry?(bytes)
+      return unless copy_up(key, bytes, index)
+
+      current = safely(index) { @tiers[index].peek(key) }
+      take_back_copies(key, index) unless current == bytes
+    end
+
+    # #backfill's read-back for many keys at once: copied is key => bytes copied up from tier
+    # index; one peek_multi there, and the copies of the keys it no longer holds are taken back.
+    def confirm_copies(copied, index)
+      current = begin
+        @tiers[index].peek_multi(copied.keys)
+      rescue TierError => error
+        partial_result(error, index)
+      end
+      copied.each { |key, bytes| take_back_copies(key, index) unless current[key] == bytes }
+    end
+
+    def take_back_copies(key, index)
+      (index - 1).downto(0) { |above| drop(key, above) }
+    end
+
+    # Copies bytes found at tier index into the tiers above it, keeping the remaining time to
+    # live. Counters are not copied: only their own tier may change them. Whether it copied.
+    def copy_up(key, bytes, index)
+      return false unless Entry.entry?(bytes)
 
       expires_at = Entry.expires_at(bytes)
       ttl = nil
       if expires_at != 0
         ttl = (expires_at - Entry.now) / 1000.0
-        return if ttl <= 0
+        return false if ttl <= 0
       end
       index.times do |above|
         @tiers[above].set(key, bytes, ttl: ttl)
@@ -486,8 +520,9 @@ module Strata
       rescue TierError => error
         failed(error, above)
       end
+      true
     rescue CorruptError
-      nil # the reader decodes these bytes too and reports them
+      false # the reader decodes these bytes too and reports them
     end
 
     # The block's value, or fallback when the tier raised (reported).
