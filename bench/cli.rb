@@ -18,6 +18,7 @@ require_relative "report"
 require_relative "runner"
 require_relative "stores"
 require_relative "svg_plot"
+require_relative "tag_cost"
 require_relative "targets"
 
 module Strata
@@ -31,6 +32,9 @@ module Strata
     class CLI
       # Extra reports tied to strata_l1; they run when strata_l1 is selected and loads.
       EXTRAS = {two_process: MultiProcess, hit_ratio: HitRatio, l1_footprint: L1Footprint}.freeze
+      # Reports tied to strata_store (L1 + SQLite, and L1 alone); they run when it is selected and loads.
+      STORE_EXTRAS = {tag_hit_cost: TagHitCost, tag_invalidate_cost: TagInvalidateCost}.freeze
+      REPORTS = EXTRAS.merge(STORE_EXTRAS).freeze
 
       def initialize(argv, out: $stdout, err: $stderr)
         @argv = argv
@@ -61,7 +65,8 @@ module Strata
           o.on("--plot DIR", "also write one SVG chart per case into DIR") { |dir| options[:plot] = dir }
           o.on("--stores LIST", Array, "only these stores (#{Stores.names.join(",")})") { |l| options[:stores] = l }
           o.on("--cases LIST", Array, "only these cases (#{Cases.names.join(",")})") { |l| options[:cases] = l }
-          o.on("--[no-]reports", "two-process, hit-ratio and footprint reports (default on; need strata_l1); " \
+          o.on("--[no-]reports", "two-process, hit-ratio and footprint reports (default on; need strata_l1), " \
+            "tag hit and invalidate_tags cost (need strata_store); " \
             "the client CPU, targets and miss cost reports follow the stores and cases run") do |on|
             options[:reports] = on
           end
@@ -96,7 +101,7 @@ module Strata
         @out.flush
         # The reports run before the matrix, so the processes the two-process report forks start
         # from a small heap rather than copy-on-write faulting through one the matrix grew.
-        extras = (options[:reports] && stores.include?(Stores::StrataL1)) ? run_extras(env, options) : {}
+        extras = options[:reports] ? run_extras(env, options, stores) : {}
         results = Runner.new(env, **timing, progress: @err).run(cases, stores)
         cpu = ClientCpuReport.new(ClientCpu.new(env, seconds: cpu_seconds(options), progress: @err).run(cases, stores))
         miss_cost = MissCost.new(env, results, skipped: skipped, warmup: timing[:warmup], time: timing[:time],
@@ -137,9 +142,13 @@ module Strata
         [stores, skipped]
       end
 
-      def run_extras(env, options)
-        settings = options[:quick] ? {seconds: 0.5, warmup: 0.1} : {}
-        EXTRAS.to_h do |name, report_class|
+      # The reports whose store is among those that run.
+      def run_extras(env, options, stores)
+        reports = {}
+        reports.merge!(EXTRAS) if stores.include?(Stores::StrataL1)
+        reports.merge!(STORE_EXTRAS) if stores.include?(Stores::StrataStore)
+        settings = options[:quick] ? {seconds: 0.5, warmup: 0.1, quick: true} : {}
+        reports.to_h do |name, report_class|
           @err.puts "report: #{name}"
           section = begin
             report_class.new(env, **settings).run
@@ -153,7 +162,7 @@ module Strata
       def print_extras(extras)
         extras.each do |name, section|
           @out.puts
-          @out.puts(section[:error] ? "#{name}: failed (#{section[:error]})" : EXTRAS.fetch(name).lines(section))
+          @out.puts(section[:error] ? "#{name}: failed (#{section[:error]})" : REPORTS.fetch(name).lines(section))
         end
       end
 

@@ -30,8 +30,10 @@ module Strata
         round.odd? ? cells.reverse : cells
       end
 
-      def initialize(env, warmup:, time:, settle: warmup * 5, progress: $stderr)
+      # rounds: ROUNDS unless a report needs only a rough figure quickly.
+      def initialize(env, warmup:, time:, settle: warmup * 5, rounds: ROUNDS, progress: $stderr)
         @env = env
+        @rounds = rounds
         @warmup = warmup
         @time = time
         @settle = settle
@@ -44,7 +46,7 @@ module Strata
         total = cases.size * stores.size
         done = 0
         cases.map.with_index(1) do |kase, n|
-          @progress.puts "#{kase.name} (case #{n}/#{cases.size}: #{kase.describe}; #{ROUNDS} rounds)"
+          @progress.puts "#{kase.name} (case #{n}/#{cases.size}: #{kase.describe}; #{@rounds} rounds)"
           measure_case(kase, stores).each do |result|
             done += 1
             @progress.puts format("  [%2d/%d] %-16s %s", done, total, result.store, progress_note(result))
@@ -56,9 +58,9 @@ module Strata
       def measure_case(kase, stores)
         cells = stores.map { |store_class| Cell.new(@env, kase, store_class) }
         cells.each { |cell| cell.open(settle: @settle) }
-        ROUNDS.times do |round|
+        @rounds.times do |round|
           Runner.round_order(cells, round).each do |cell|
-            cell.measure_round(warmup: @warmup / ROUNDS, time: @time / ROUNDS)
+            cell.measure_round(warmup: @warmup / @rounds, time: @time / @rounds)
           end
         end
         cells.map(&:result)

@@ -22,18 +22,37 @@ module Strata
             StrataLoader.probe_error("a StrataStore (L1 + SQLite) round trip") { smoke_test(env) }
         end
 
+        # The ActiveSupport::Cache::StrataStore, for reports that call what the bench's four calls
+        # don't (invalidate_tags, write_multi).
+        attr_reader :cache
+
         def initialize(env)
           super
-          name = self.class::NAME
-          @paths = [env.table_path(name), env.table_path(name, ext: "sqlite3")]
-          @store = ActiveSupport::Cache::StrataStore.new(
-            l1: {path: @paths[0], size: StrataL1::TABLE_BYTES}, sql: {path: @paths[1]}, **more_tiers(env)
-          )
+          @paths = []
+          @store = @cache = ActiveSupport::Cache::StrataStore.new(**tiers(env))
+        end
+
+        # The store's tier options: L1 and SQLite, each in a fresh file (kept in @paths for close),
+        # then more_tiers. A subclass may build other layouts from l1_tier and sql_tier.
+        def tiers(env)
+          {l1: l1_tier(env), sql: sql_tier(env), **more_tiers(env)}
+        end
+
+        def l1_tier(env)
+          {path: scratch_file(env, "table"), size: StrataL1::TABLE_BYTES}
+        end
+
+        def sql_tier(env)
+          {path: scratch_file(env, "sqlite3")}
         end
 
         # Tiers besides L1 and SQLite; a subclass adds memcached.
         def more_tiers(_env)
           {}
+        end
+
+        def scratch_file(env, ext)
+          (@paths << env.table_path(self.class::NAME, ext: ext)).last
         end
 
         def close
