@@ -60,7 +60,7 @@ module Strata
       end
 
       def self.lines(section)
-        title = "miss cost (issue 4: #{CASE} through #{STORE} <= #{TARGET}x #{BASELINE}'s + one SQLite read miss)"
+        title = "miss cost (target: #{CASE} through #{STORE} <= #{TARGET}x #{BASELINE}'s + one SQLite read miss)"
         return ["#{title}: skipped, #{section["skipped"]}"] if section["skipped"]
 
         rows = [

@@ -7,33 +7,33 @@ require_relative "text_table"
 
 module Strata
   module Bench
-    # The speed targets of the issues that set one as a ratio of two stores' ips on one case: each
+    # The speed targets set as a ratio of two stores' ips on one case: each
     # with the ratio this run measured and whether it met the target. Targets whose stores or case
     # did not run are left out. (The miss cost target, a ratio of times, is MissCost's.)
     # The ratio is a PairedRatio; the JSON report also gives the ratio of the two cells' medians,
     # which is what the ratio tables print.
     class Targets
-      Target = Struct.new(:issue, :case_name, :store, :other, :min, keyword_init: true)
+      Target = Struct.new(:case_name, :store, :other, :min, keyword_init: true)
 
-      # Issue 3: "at most 1.05x slower than raw_socket", as a ratio of ips.
+      # "At most 1.05x slower than raw_socket", as a ratio of ips.
       NEAR_RAW = 1 / 1.05
 
       ALL = [
         *%w[hit_30b set_30b hit_25kb set_25kb].map do |case_name|
-          Target.new(issue: 3, case_name: case_name, store: Stores::StrataMemcached::NAME,
+          Target.new(case_name: case_name, store: Stores::StrataMemcached::NAME,
             other: Stores::RawSocket::NAME, min: NEAR_RAW)
         end,
         *%w[hit_30b set_30b].map do |case_name|
-          Target.new(issue: 3, case_name: case_name, store: Stores::StrataMemcached::NAME,
+          Target.new(case_name: case_name, store: Stores::StrataMemcached::NAME,
             other: Stores::DalliClient::NAME, min: 1.3)
         end,
-        Target.new(issue: 3, case_name: "get_multi_100", store: Stores::StrataMemcached::NAME,
+        Target.new(case_name: "get_multi_100", store: Stores::StrataMemcached::NAME,
           other: Stores::DalliClient::NAME, min: 1.0),
-        Target.new(issue: 3, case_name: "hit_30b", store: Stores::StrataStoreL2::NAME,
+        Target.new(case_name: "hit_30b", store: Stores::StrataStoreL2::NAME,
           other: Stores::MemCacheStore::NAME, min: 1.2),
-        Target.new(issue: 4, case_name: "hit_30b", store: Stores::StrataSQL::NAME,
+        Target.new(case_name: "hit_30b", store: Stores::StrataSQL::NAME,
           other: Stores::SolidCacheStore::NAME, min: 1.0),
-        Target.new(issue: 4, case_name: "hit_30b", store: Stores::StrataStoreFull::NAME,
+        Target.new(case_name: "hit_30b", store: Stores::StrataStoreFull::NAME,
           other: Stores::MemCacheStore::NAME, min: 25.0)
       ].freeze
 
@@ -44,19 +44,19 @@ module Strata
 
       def render
         rows = measured.map do |t, ratio|
-          ["issue #{t.issue}", "#{t.store} #{t.case_name} >= #{format("%.3g", t.min)}x #{t.other}",
+          ["#{t.store} #{t.case_name} >= #{format("%.3g", t.min)}x #{t.other}",
             Format.ratio(ratio), ratio ? verdict(t, ratio) : "-"]
         end
         return "" if rows.empty?
 
         "targets (ips ratio of the first store to the second: the median of the per-round ratios)\n" +
-          TextTable.render(%w[issue target measured verdict], rows)
+          TextTable.render(%w[target measured verdict], rows)
       end
 
       # The "targets" section of the JSON report.
       def to_json_section
         measured.map do |t, ratio, of_medians|
-          {"issue" => t.issue, "case" => t.case_name, "store" => t.store, "other" => t.other, "min_ratio" => t.min,
+          {"case" => t.case_name, "store" => t.store, "other" => t.other, "min_ratio" => t.min,
            "ratio" => ratio&.round(3), "ratio_of_medians" => of_medians&.round(3), "met" => !ratio.nil? && ratio >= t.min}
         end
       end
