@@ -7,12 +7,14 @@ require "strata/meta"
 require "support/child_processes"
 require "support/waiting"
 require "support/memcached_process"
+require "support/memcached_helpers"
 
 # Meta::Client when servers die, hang or the process forks. Every call must end within its
 # deadline; a dead server routes to the gutter and comes back after retry_after.
 class MetaClientFaultsTest < Minitest::Test
   include Strata::Waiting
   include Strata::TestSupport::ChildProcesses
+  include Strata::TestSupport::MemcachedHelpers
 
   TIMEOUT = 0.3
   CONNECT_TIMEOUT = 0.3
@@ -238,34 +240,6 @@ class MetaClientFaultsTest < Minitest::Test
   def new_client(servers, **options)
     Strata::Meta::Client.new(servers: servers, timeout: TIMEOUT, connect_timeout: CONNECT_TIMEOUT,
       retry_after: RETRY_AFTER, pool_timeout: TIMEOUT, **options)
-  end
-
-  # The number memcached's "stats" gives for name, on a connection of its own.
-  def server_stat(server, name)
-    host, port = server.split(":")
-    socket = Socket.tcp(host, Integer(port), connect_timeout: DEADLINE)
-    socket.write("stats\r\n")
-    value = nil
-    200.times do # bound: stats has about 90 lines
-      line = socket.gets("\r\n", chomp: true)
-      break if line.nil? || line == "END"
-
-      _, stat, number = line.split(" ")
-      value = Integer(number) if stat == name
-    end
-    value
-  ensure
-    socket&.close
-  end
-
-  # A key whose primary is server (bound: 10,000 candidates; with two servers one in a handful hits).
-  def key_on(client, server)
-    keys_on(client, server).first || flunk("no key maps to #{server}")
-  end
-
-  # The keys among 10,000 candidates that the ring maps to server, in order.
-  def keys_on(client, server, tag = "")
-    (0...10_000).map { |i| "#{@prefix}#{tag}#{i}" }.select { |key| client.ring.server_for(key) == server }
   end
 
   # Runs the block and fails unless it returned within seconds; returns the block's value.

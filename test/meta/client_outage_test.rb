@@ -6,7 +6,9 @@ require "socket"
 require "strata/meta"
 require "support/waiting"
 require "support/memcached_process"
+require "support/memcached_helpers"
 require "support/scripted_memcached"
+require "support/fake_clock"
 
 # Meta::Client through a memcached outage (issue 22, fault 1): a stalled server (SIGSTOP) is
 # not marked down for one slow reply, and the changes made while it was down or in doubt are
@@ -15,23 +17,13 @@ require "support/scripted_memcached"
 # is the test's: retry_after passes when the test says so, not while a step is under way.
 class MetaClientOutageTest < Minitest::Test
   include Strata::Waiting
+  include Strata::TestSupport::MemcachedHelpers
 
   TIMEOUT = 0.3
   RETRY_AFTER = 10
   DEADLINE = 10
 
-  # A clock the test moves by hand.
-  class FakeClock
-    attr_accessor :now
-
-    def initialize
-      @now = 100.0
-    end
-
-    def call
-      @now
-    end
-  end
+  FakeClock = Strata::TestSupport::FakeClock
 
   def setup
     @prefix = "outage-#{SecureRandom.hex(6)}-"
@@ -274,32 +266,5 @@ class MetaClientOutageTest < Minitest::Test
 
   def deletes_on(server)
     server_stat(server, "delete_hits") + server_stat(server, "delete_misses")
-  end
-
-  # The number memcached's "stats" gives for name, on a connection of its own.
-  def server_stat(server, name)
-    host, port = server.split(":")
-    socket = Socket.tcp(host, Integer(port), connect_timeout: DEADLINE)
-    socket.write("stats\r\n")
-    value = nil
-    200.times do # bound: stats has about 90 lines
-      line = socket.gets("\r\n", chomp: true)
-      break if line.nil? || line == "END"
-
-      _, stat, number = line.split(" ")
-      value = Integer(number) if stat == name
-    end
-    value
-  ensure
-    socket&.close
-  end
-
-  def key_on(client, server)
-    keys_on(client, server).first || flunk("no key maps to #{server}")
-  end
-
-  # The keys among 10,000 candidates that the ring maps to server, in order.
-  def keys_on(client, server)
-    (0...10_000).map { |i| "#{@prefix}#{i}" }.select { |key| client.ring.server_for(key) == server }
   end
 end

@@ -2,6 +2,7 @@
 
 require "test_helper"
 require "strata/meta/ring"
+require "support/fake_clock"
 
 # The ring is pure: no server needs to run.
 class MetaRingTest < Minitest::Test
@@ -10,18 +11,7 @@ class MetaRingTest < Minitest::Test
   SERVERS = %w[10.0.0.1:11211 10.0.0.2:11211 10.0.0.3:11211 10.0.0.4:11211].freeze
   KEYS = Array.new(10_000) { |i| "key:#{i}" }.freeze
 
-  # A clock the test moves by hand.
-  class FakeClock
-    attr_accessor :now
-
-    def initialize
-      @now = 100.0
-    end
-
-    def call
-      @now
-    end
-  end
+  FakeClock = Strata::TestSupport::FakeClock
 
   def counts(ring)
     KEYS.map { |key| ring.server_for(key) }.tally

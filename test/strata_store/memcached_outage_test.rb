@@ -3,6 +3,7 @@
 require_relative "store_case"
 require "securerandom"
 require "support/memcached_process"
+require "support/fake_clock"
 
 # Issue 22, fault 1, through the Rails API: a memcached server stalls (SIGSTOP) long enough to be
 # marked down; a write, a delete and a counter change go to the gutter meanwhile; the server runs
@@ -12,18 +13,7 @@ require "support/memcached_process"
 class StrataStoreMemcachedOutageTest < Strata::StoreCase
   RETRY_AFTER = 10
 
-  # A clock the test moves by hand.
-  class FakeClock
-    attr_accessor :now
-
-    def initialize
-      @now = 100.0
-    end
-
-    def call
-      @now
-    end
-  end
+  FakeClock = Strata::TestSupport::FakeClock
 
   def setup
     @clock = FakeClock.new
