@@ -129,9 +129,9 @@ module Strata
           next unless !Entry.stamped?(bytes) || current(key, bytes, index)
 
           found[key] = bytes
-          copied[key] = bytes if index > 0 && copy_up(key, bytes, index)
+          copied[key] = index if index > 0 && copy_up(key, bytes, index)
         end
-        confirm_copies(copied, index) unless copied.empty?
+        settle_multi(found, copied) unless copied.empty? # as #backfill does
         missing = keys.reject { |key| found.key?(key) } if index + 1 < @tiers.size
       end
       found
@@ -426,9 +426,7 @@ module Strata
     # writer's, and a slower writer's copies above are dropped by that writer's own check.
     def settle(key, bytes, lowest)
       current = safely(lowest) { @tiers[lowest].peek(key) } # not the app's read: uncounted
-      return if current.nil? ? false : current == bytes
-
-      (lowest - 1).downto(0) { |index| drop(key, index) }
+      take_back_copies(key, lowest) unless current == bytes
     end
 
     # tier index's set_multi of entries: [{key => stored}, whether a failure was reported]. A key
@@ -443,9 +441,9 @@ module Strata
       [NO_HITS, true]
     end
 
-    # #settle for many keys: the keys stored below the top are read back from the lowest tier
-    # that took them, one get_multi per such tier; where it now holds something else (or can't
-    # say), the copies above are dropped.
+    # #settle for many keys (lowest: key => the tier index whose bytes, entries[key], were
+    # written or copied above it): read back from those tiers, one peek_multi per tier; where it
+    # now holds something else (or can't say), the copies above are dropped.
     def settle_multi(entries, lowest)
       lowest.reject { |_key, index| index.zero? }.group_by { |_key, index| index }.each do |index, pairs|
         keys = pairs.map(&:first)
@@ -454,12 +452,13 @@ module Strata
         rescue TierError => error
           partial_result(error, index)
         end
-        keys.each do |key|
-          next if current[key] == entries[key]
-
-          (index - 1).downto(0) { |above| drop(key, above) }
-        end
+        keys.each { |key| take_back_copies(key, index) unless current[key] == entries[key] }
       end
+    end
+
+    # Drops key from every tier above index.
+    def take_back_copies(key, index)
+      (index - 1).downto(0) { |above| drop(key, above) }
     end
 
     def count(operation, key, amount, ttl, initial)
@@ -476,30 +475,12 @@ module Strata
     end
 
     # Copy bytes found at tier index into the tiers above it, keeping the remaining time to live,
-    # then read tier index again: a write or delete that reached tier index after our read may
-    # have reached the tiers above before our copies did (writes and deletes go bottom-up), and
-    # our copies would then hide it for their whole TTL. When tier index no longer holds bytes
-    # (or can't say), the copies are taken back, and the next read refills from below.
+    # then settle them as a write does: a write or delete that reached tier index after our read
+    # may have reached the tiers above before our copies did (writes and deletes go bottom-up),
+    # and our copies would then hide it for their whole TTL. When tier index no longer holds bytes
+    # (or can't say), the copies are dropped, and the next read refills from below.
     def backfill(key, bytes, index)
-      return unless copy_up(key, bytes, index)
-
-      current = safely(index) { @tiers[index].peek(key) }
-      take_back_copies(key, index) unless current == bytes
-    end
-
-    # #backfill's read-back for many keys at once: copied is key => bytes copied up from tier
-    # index; one peek_multi there, and the copies of the keys it no longer holds are taken back.
-    def confirm_copies(copied, index)
-      current = begin
-        @tiers[index].peek_multi(copied.keys)
-      rescue TierError => error
-        partial_result(error, index)
-      end
-      copied.each { |key, bytes| take_back_copies(key, index) unless current[key] == bytes }
-    end
-
-    def take_back_copies(key, index)
-      (index - 1).downto(0) { |above| drop(key, above) }
+      settle(key, bytes, index) if copy_up(key, bytes, index)
     end
 
     # Copies bytes found at tier index into the tiers above it, keeping the remaining time to
