@@ -101,9 +101,9 @@ class MetaClientFaultsTest < Minitest::Test
   # kept (it was closed, and every refusal cost a reconnect).
   def test_a_server_error_to_a_set_keeps_the_connection
     full = spawn_memcached(options: %w[-m 2 -M])
-    # A generous timeout: on a loaded machine a slow reply would close the connection, which is
-    # not what this test is about.
-    client = new_client([full.server], pool_size: 1, timeout: 10, pool_timeout: 10)
+    # Generous timeouts: on a loaded machine a slow connect or reply would cost a connection,
+    # which is not what this test is about.
+    client = new_client([full.server], pool_size: 1, timeout: 10, connect_timeout: 10, pool_timeout: 10)
     big = "x" * 100_000
     connections = server_stat(full.server, "total_connections")
     error = (0...100).each do |i| # bound: 2 MB fills long before 100 values of 100 KB
