@@ -149,6 +149,15 @@ module Strata
       dropped?(key, @host_index)
     end
 
+    # For the cross-host poller (Strata::Poller): tag id's version was changed at the authority
+    # by another host (or a database trigger), so every copy above it goes, bottom-up (a copy
+    # above is never refilled from an older one below), and the next read takes the authority's.
+    # True when every copy went (a failure is reported).
+    def drop_copies(id)
+      key = version_key(id)
+      (@tiers.size - 2).downto(0).map { |index| dropped?(key, index) }.all?
+    end
+
     private
 
     # #current? for one stamp: the top tier's get, then #read.

@@ -41,7 +41,9 @@ class SqlGeneratorTest < Minitest::Test
     migrate(source, "CreateCacheRows")
     Strata::Tiers::SQL.create_table!(Record, table_name: "schema_rows")
 
-    assert_equal table_shape("schema_rows"), table_shape("cache_rows"), "the migration and Schema.create agree"
+    ["", "_versions", "_log"].each do |suffix|
+      assert_equal table_shape("schema_rows#{suffix}"), table_shape("cache_rows#{suffix}"), "the migration and Schema.create agree"
+    end
     assert_tier_works_on("cache_rows")
   end
 
@@ -71,15 +73,19 @@ class SqlGeneratorTest < Minitest::Test
     Record.connection_pool.with_connection do |c|
       columns = c.columns(table).map { |column| [column.name, column.sql_type, column.null, column.default] }
       indexes = c.indexes(table).map { |index| [index.columns, index.unique] }
-      [columns, indexes]
+      [columns, indexes, c.primary_keys(table)]
     end
   end
 
   def assert_tier_works_on(table)
-    tier = Strata::Tiers::SQL.new(connection_class: Record, table_name: table, max_entries: 2, expire_every: 1)
+    tier = Strata::Tiers::SQL.new(connection_class: Record, table_name: table, max_entries: 2, expire_every: 1, invalidation_log: true)
     assert tier.set("k", "\x00\xFF".b, ttl: 60)
     assert_equal "\x00\xFF".b, tier.get("k")
     refute tier.add("k", "v")
+    version_key = format(Strata::Dependencies::KEY_FORMAT, 42)
+    assert tier.set(version_key, [7].pack("Q<"))
+    assert_equal [7].pack("Q<"), tier.get(version_key), "the versions table"
+    assert_equal [[nil, "k"], [42, nil]], tier.log_after(0).map { |_, tag_id, key| [tag_id, key] }, "the log"
     %w[a b c].each { |key| tier.set(key, key) }
     assert_operator tier.stats[:entries], :<=, 3, "expiry runs on the table"
   end

@@ -26,7 +26,7 @@ module Strata
 
         @tiers.each(&:close)
         record.connection_pool.with_connection do |c|
-          c.drop_table(@table, if_exists: true)
+          [@table, SQL::Schema.versions_table(@table), SQL::Schema.log_table(@table)].each { |name| c.drop_table(name, if_exists: true) }
           c.drop_table(@weight_table, if_exists: true) if @weight_table
         end
       end

@@ -543,7 +543,115 @@ module Strata
         assert_raises(ArgumentError) { SQL.create_table!(@tier.connection_class, table_name: "bad name") }
       end
 
+      # Dependencies' version keys live in the versions table: never evicted, never listed, each
+      # value the version's 8 bytes.
+      def test_version_keys_are_rows_of_the_versions_table
+        tier = build_tier(max_entries: 1, expiry_batch_size: 10, expire_every: 1)
+        first, second = [Strata::Dependencies.tag_id("bugs/42"), Strata::Dependencies.tag_id("bugs")]
+        key, other = [first, second].map { |id| format(Strata::Dependencies::KEY_FORMAT, id) }
+        version = [Strata::Dependencies::MASK].pack("Q<")
+
+        assert tier.set(key, version, ttl: 1)
+        assert tier.add(other, [7].pack("Q<"))
+        refute tier.add(key, [8].pack("Q<")), "insert if absent"
+        3.times { |i| tier.set("entry-#{i}", "v") }
+        assert_equal version, tier.get(key), "neither the TTL nor max_entries reach it"
+        assert_equal({key => version, other => [7].pack("Q<"), "entry-2" => "v"}, tier.get_multi([key, other, "entry-2"]))
+        assert_equal [version, nil], tier.get_for_fill(key)
+        assert_equal [[first, Strata::Dependencies::MASK]], select_rows("SELECT tag_id, version FROM #{versions_table} WHERE tag_id = #{first}")
+        assert_equal 0, count_rows("key_hash = #{SQL.key_hash(key)}"), "not in the entries"
+        refute_includes tier.keys, key
+
+        assert tier.delete(key)
+        refute tier.delete(key)
+        assert_nil tier.get(key)
+        assert_equal [nil, SQL::NO_TOMBSTONE], tier.get_for_fill(key)
+        assert_raises(ArgumentError) { tier.set(key, "short") }
+        assert tier.clear
+        assert_nil tier.get(other), "clear empties the versions"
+      end
+
+      # Each change appends its row in order; fills and reads append nothing.
+      def test_the_log_names_each_change_and_no_fill
+        tier = build_tier(invalidation_log: true)
+        id = Strata::Dependencies.tag_id("bugs/42")
+        key = format(Strata::Dependencies::KEY_FORMAT, id)
+        start = tier.log_head
+        tier.set("a", "1")
+        tier.set_multi({"c" => "2", "b" => "3"})
+        tier.delete("a")
+        tier.set(key, [1].pack("Q<"))
+        tier.delete(key)
+        tier.add("d", "4")
+        _, token = tier.get_for_fill("e")
+        tier.add_for_fill("e", "5", token)
+        tier.add(key, [2].pack("Q<"))
+        tier.get("a")
+        tier.clear
+
+        rows = tier.log_after(start)
+        multi = %w[b c].sort_by { |name| SQL.key_hash(name) }.map { |name| [nil, name] }
+        assert_equal [[nil, "a"], *multi, [nil, "a"], [id, nil], [id, nil], [nil, nil]],
+          rows.map { |_, tag_id, logged| [tag_id, logged&.b] }, "set_multi goes in key_hash order"
+        ids = rows.map(&:first)
+        assert_equal ids.sort, ids
+        assert_equal ids.last, tier.log_head
+        assert_equal rows.values_at(1, 4), tier.log_rows([ids[1], ids[4], ids.last + 100])
+        assert_equal [], tier.log_after(ids.last)
+
+        quiet = build_tier(invalidation_log: false)
+        quiet.set("a", "1")
+        quiet.delete("a")
+        assert_equal ids.last, tier.log_head, "without the log, nothing"
+      end
+
+      # The log row is part of the change: a change whose row can't be appended is not made.
+      def test_a_change_and_its_log_row_commit_together
+        tier = build_tier(invalidation_log: true)
+        tier.set("kept", "old")
+        execute("DROP TABLE #{log_table}")
+        assert_raises(Strata::TierError) { tier.set("kept", "new") }
+        assert_raises(Strata::TierError) { tier.delete("kept") }
+        assert_raises(Strata::TierError) { tier.set(format(Strata::Dependencies::KEY_FORMAT, 1), [1].pack("Q<")) }
+        assert_equal "old", tier.get("kept")
+        assert_nil tier.get(format(Strata::Dependencies::KEY_FORMAT, 1))
+      ensure
+        SQL.create_table!(@tier.connection_class, table_name: table)
+      end
+
+      def test_the_expiry_pass_trims_old_log_rows_and_keeps_the_newest
+        tier = build_tier(invalidation_log: true, log_retention: 60, expiry_batch_size: 10, expire_every: 1)
+        old = Strata::Entry.now - 61_000
+        execute("INSERT INTO #{log_table} (created_at, tag_id) VALUES #{(1..12).map { |i| "(#{old}, #{i})" }.join(", ")}")
+        tier.set("a", "v") # one pass: the oldest ten
+        assert_equal [11, 12], select_rows("SELECT tag_id FROM #{log_table} WHERE tag_id IS NOT NULL ORDER BY id").flatten.map(&:to_i)
+
+        execute("DELETE FROM #{log_table}")
+        execute("INSERT INTO #{log_table} (created_at, tag_id) VALUES (#{old}, 1)")
+        tier.set("b", "v")
+        assert_equal 2, count_log_rows, "the old row went; the pass ran before the write's row"
+        execute("UPDATE #{log_table} SET created_at = #{old}")
+        tier.set("c", "v")
+        assert_equal 2, count_log_rows, "the newest of the old rows stays, with the new one"
+      end
+
       private
+
+      def versions_table
+        SQL::Schema.versions_table(table)
+      end
+
+      def log_table
+        SQL::Schema.log_table(table)
+      end
+
+      def count_log_rows
+        select_values("SELECT COUNT(*) FROM #{log_table}").first.to_i
+      end
+
+      def select_rows(sql)
+        @tier.connection_class.connection_pool.with_connection { |c| c.select_rows(sql) }.map { |row| row.map(&:to_i) }
+      end
 
       # tier (on record's connection, with an expiry pass on every write, so that each write also
       # opens a transaction of its own) writes inside record's transactions: one committed, one

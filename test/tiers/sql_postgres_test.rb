@@ -34,4 +34,23 @@ class SqlPostgresTierTest < Minitest::Test
     assert_equal({"id" => "bigint", "key_hash" => "bigint", "expires_at" => "bigint", "created_at" => "bigint",
                   "byte_size" => "integer", "key" => "bytea", "value" => "bytea"}, columns)
   end
+
+  # A commit that appends to the log notifies its channel; a listener wakes then, not before.
+  def test_a_commit_that_appends_to_the_log_wakes_a_listener
+    listener = @tier.log_listener
+    refute listener.wait(0), "nothing yet"
+    record.transaction do
+      @tier.set("k", "v")
+      refute listener.wait(0), "not before the commit"
+    end
+    assert listener.wait(5)
+    @tier.add("filled", "v")
+    refute listener.wait(0), "a fill appends nothing"
+    @tier.delete("k")
+    @tier.delete("k")
+    assert listener.wait(5)
+    refute listener.wait(0), "one wait takes every pending notification"
+  ensure
+    listener&.close
+  end
 end

@@ -327,6 +327,9 @@ class SqlTierTest < Minitest::Test
       {expiry_batch_size: 10, expire_every: 11} => /expire_every/,
       {tombstone_ttl: 0} => /tombstone_ttl/,
       {tombstone_ttl: Float::INFINITY} => /tombstone_ttl/,
+      {table_name: "t" * 55} => /table_name .* at most 54/,
+      {log_retention: 0} => /log_retention/,
+      {invalidation_log: "yes"} => /invalidation_log/,
       {pool: 0} => /pool/,
       {busy_timeout: -1} => /busy_timeout/,
       {bogus: 1} => /bogus/
@@ -343,6 +346,17 @@ class SqlTierTest < Minitest::Test
       error = assert_raises(ArgumentError, options.inspect) { SQL.new(**options) }
       assert_match message, error.message, options.inspect
     end
+  end
+
+  def test_the_log_is_off_on_the_embedded_file_unless_asked_and_on_with_a_connection_class
+    refute_predicate @tier, :invalidation_log?
+    assert_predicate build_tier(invalidation_log: true), :invalidation_log?
+    assert_predicate app_tier, :invalidation_log?
+    refute_predicate app_tier(invalidation_log: false), :invalidation_log?
+    assert_nil @tier.log_listener, "SQLite has no notifications"
+    assert_equal "t" * 54, build_tier(table_name: "t" * 54).table_name, "the longest name whose derived tables fit"
+  ensure
+    AppRecord.remove_connection
   end
 
   def test_the_sql_tier_alone_loads_active_record

@@ -9,6 +9,7 @@ require "concurrent/map"
 require "strata"
 require "strata/entry"
 require "strata/stack"
+require "strata/poller"
 require "active_support/cache/strata_store/codec"
 require "active_support/cache/strata_store/failure_reports"
 require "active_support/cache/strata_store/unobserved_reads"
@@ -90,6 +91,9 @@ module ActiveSupport
       #     same key before running its block itself (default 2; 0 turns single-flight off).
       # coherence_interval: seconds L1 keeps a copy of a tag version read from memcached or SQL
       #     (default 1): the longest another host's invalidate_tags goes unseen here.
+      # poll_interval: seconds between reads of the SQL tier's invalidation log by this host's
+      #     poller (default 0.05; Strata::Poller), which runs with L1 over an SQL tier that
+      #     writes the log. poll_listen: on PostgreSQL, also wake at its NOTIFY (default true).
       # serializer: :marshal_7_1 (Marshal, the default), :message_pack, or an object with dump/load.
       # compressor: responds to deflate/inflate (Zlib by default; nil: none); used when compress is on.
       # coder: an object with dump/load (and optionally dump_compressed) for whole entries, instead
@@ -101,6 +105,7 @@ module ActiveSupport
         sql = options.delete(:sql)
         fill_wait = options.delete(:fill_wait) { Strata::Stack::DEFAULT_FILL_WAIT }
         coherence_interval = options.delete(:coherence_interval) { Strata::Dependencies::DEFAULT_COHERENCE_INTERVAL }
+        polling = {interval: options.delete(:poll_interval) { Strata::Poller::DEFAULT_INTERVAL }, listen: options.delete(:poll_listen) { true }}
         @codec = build_codec(options)
         @failures = FailureReports.new
         # The base store's coder would go unused: Codec encodes entries, whatever the cache format
@@ -109,6 +114,7 @@ module ActiveSupport
         @stack = Strata::Stack.new(build_tiers(l1, memcached, sql), on_error: method(:report_failure),
           fill_wait: fill_wait, coherence_interval: coherence_interval, on_stamps: method(:depend_on))
         @listable = listable_tiers.size == @stack.tier_names.size
+        @poller = Strata::Poller.start(@stack, on_error: method(:report_failure), **polling)
       end
 
       # ActiveSupport's fetch_multi (one cache_read_multi event with super_operation: :fetch_multi,
@@ -218,6 +224,7 @@ module ActiveSupport
 
       # Release the table mapping. The store can't be used afterwards.
       def close
+        @poller&.stop
         @stack.close
       end
 

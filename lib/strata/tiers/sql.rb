@@ -4,18 +4,21 @@ require "active_record"
 require "digest"
 require "strata/errors"
 require "strata/entry"
+require "strata/dependencies"
 require "strata/tier"
 require "strata/tiers/sql/database"
 require "strata/tiers/sql/dialect"
 require "strata/tiers/sql/embedded"
 require "strata/tiers/sql/expiry"
+require "strata/tiers/sql/listener"
+require "strata/tiers/sql/log_statements"
 require "strata/tiers/sql/schema"
 require "strata/tiers/sql/statements"
 
 module Strata
   module Tiers
     # L3: the durable tier, one table in SQLite, PostgreSQL or MySQL through Active Record (DESIGN
-    # section 7). Load it with `require "strata/tiers/sql"`; it is the only part of Strata that
+    # section 7), with two beside it (Schema): the tag versions and the invalidation log. Load it with `require "strata/tiers/sql"`; it is the only part of Strata that
     # loads Active Record.
     #
     # When to use it: as the bottom tier, for entries that are expensive to rebuild and worth
@@ -84,6 +87,22 @@ module Strata
     #
     # Capabilities: tombstones only (no leases, stale copies, cas or counters); invalidate deletes,
     # leaving a tombstone like #delete.
+    #
+    # Tag versions (docs/coherence.md): Strata::Dependencies keeps versions under reserved keys
+    # ("\x00strata:tag:" and 16 hex digits). The tier keeps those in the versions table, where
+    # max_size, max_age and TTLs never reach them: get, get_multi, set, add and delete on such a
+    # key read, upsert, insert-if-absent and delete its row, and its value is the 8 bytes of the
+    # version. clear empties the versions too.
+    #
+    # The invalidation log (invalidation_log:, on by default with connection_class:, the database
+    # that hosts share, and off with path:, one host's file): in the same transaction as the
+    # change, set, set_multi and delete of a key append a row naming the key; set and delete of
+    # a version key a row naming the tag; clear a row naming neither. Fills (add, add_for_fill)
+    # append nothing: they store what the tier already held. On PostgreSQL the same statement
+    # notifies the channel "<table_name>_log". Each host's Strata::Poller reads the rows
+    # (#log_after, #log_rows) and drops its copies of what they name. The expiry pass also trims
+    # rows older than log_retention seconds from the front of the log, at most one batch,
+    # never the newest row.
     class SQL
       include Strata::Tier
 
@@ -103,6 +122,8 @@ module Strata
         expiry_batch_size: 100,      # rows one expiry pass may delete
         expire_every: 50,            # writes per process between passes, at most expiry_batch_size
         tombstone_ttl: 60,           # seconds a deleted key's tombstone fences fills that read before it
+        invalidation_log: nil,       # append to the log; nil: true with connection_class:, false with path:
+        log_retention: 600,          # seconds a log row is kept for pollers that are behind
         pool: 5,                     # embedded only: connections in the SQLite pool
         busy_timeout: 1              # embedded only: seconds to wait for another writer's lock
       }.freeze
@@ -110,12 +131,17 @@ module Strata
       MAX_KEY_BYTES = 250
       MAX_BATCH = 10_000
       MAX_BUSY_TIMEOUT = 60
-      TABLE_NAME = /\A[A-Za-z_][A-Za-z0-9_]{0,62}\z/
+      # The derived tables' names (Schema) must fit in an identifier too.
+      TABLE_NAME = /\A[A-Za-z_][A-Za-z0-9_]{0,#{Schema::MAX_TABLE_NAME - 1}}\z/
+      VERSION_PREFIX_BYTES = Dependencies::VERSION_PREFIX.bytesize
+      VERSION_KEY_BYTES = VERSION_PREFIX_BYTES + 16
+      HEX = /\A\h{16}\z/
+      VERSION_PACK = "q<"
 
-      # Creates the tier's table (and its unique index) through connection_class's pool unless it
-      # exists; safe to run again.
+      # Creates the tier's tables (Schema) through connection_class's pool unless they exist; safe
+      # to run again.
       def self.create_table!(connection_class, table_name: DEFAULTS[:table_name])
-        raise ArgumentError, "table_name must be an SQL identifier, got #{table_name.inspect}" unless TABLE_NAME.match?(table_name.to_s)
+        raise ArgumentError, "table_name must be an SQL identifier of at most #{Schema::MAX_TABLE_NAME} characters, got #{table_name.inspect}" unless TABLE_NAME.match?(table_name.to_s)
 
         connection_class.connection_pool.with_connection { |connection| Schema.create(connection, table_name.to_s) }
         true
@@ -127,18 +153,23 @@ module Strata
         Digest::SHA256.digest(key).unpack1("q>")
       end
 
-      attr_reader :table_name
+      attr_reader :table_name, :log_retention
 
       # See the class comment and DEFAULTS. pool and busy_timeout apply to path: only.
       def initialize(path: nil, connection_class: nil, table_name: DEFAULTS[:table_name],
         max_size: DEFAULTS[:max_size], max_entries: DEFAULTS[:max_entries], max_age: DEFAULTS[:max_age],
         max_value_size: DEFAULTS[:max_value_size], expiry_batch_size: DEFAULTS[:expiry_batch_size],
-        expire_every: DEFAULTS[:expire_every], tombstone_ttl: DEFAULTS[:tombstone_ttl], pool: nil, busy_timeout: nil)
+        expire_every: DEFAULTS[:expire_every], tombstone_ttl: DEFAULTS[:tombstone_ttl],
+        invalidation_log: DEFAULTS[:invalidation_log], log_retention: DEFAULTS[:log_retention], pool: nil, busy_timeout: nil)
         validate_connection(path, connection_class, pool, busy_timeout)
         validate_limits(table_name, max_size, max_entries, max_age, max_value_size, expiry_batch_size, expire_every)
-        unless tombstone_ttl.is_a?(Numeric) && tombstone_ttl.real? && tombstone_ttl.finite? && tombstone_ttl.positive?
-          raise ArgumentError, "tombstone_ttl must be a positive number of seconds, got #{tombstone_ttl.inspect}"
+        validate_seconds(:tombstone_ttl, tombstone_ttl)
+        validate_seconds(:log_retention, log_retention)
+        unless [nil, true, false].include?(invalidation_log)
+          raise ArgumentError, "invalidation_log must be true, false or nil, got #{invalidation_log.inspect}"
         end
+        @logging = invalidation_log.nil? ? path.nil? : invalidation_log
+        @log_retention = log_retention
         @table_name = table_name.to_s
         @max_value_size = max_value_size
         @expire_every = expire_every
@@ -147,6 +178,7 @@ module Strata
         @expiry = Expiry.new(max_size: max_size, max_entries: max_entries, max_age: max_age)
         @limits = {max_size: max_size, max_entries: max_entries, max_age: max_age, max_value_size: max_value_size}
         @statements = nil
+        @log_statements = nil
         @lock = Mutex.new # guards @writes and @counters
         @writes = 0
         @counters = {hits: 0, misses: 0, sets: 0, deletes: 0, too_large: 0, expiry_passes: 0, expired: 0, evicted: 0}
@@ -164,6 +196,11 @@ module Strata
 
       def capabilities
         CAPABILITIES
+      end
+
+      # Whether changes append to the invalidation log (the invalidation_log: option).
+      def invalidation_log?
+        @logging
       end
 
       def get(key)
@@ -184,6 +221,8 @@ module Strata
       # #get without counting a hit or miss (see Tier#peek).
       def peek(key)
         check_key(key)
+        return version(key) if version_key?(key)
+
         rows = @database.run(:get) { |c| @database.select(c, :get, statements.get, [key_hash(key), binary(key), Entry.now]) }
         rows.empty? ? nil : rows.first.first
       end
@@ -197,6 +236,8 @@ module Strata
       # #add_for_fill, where token names the tombstone read (NO_TOMBSTONE when there was none).
       def get_for_fill(key)
         check_key(key)
+        return (bytes = version(key)) ? [bytes, nil] : [nil, NO_TOMBSTONE] if version_key?(key)
+
         row = @database.run(:get) do |c|
           @database.select(c, :get, statements.get_for_fill, [key_hash(key), binary(key), Entry.now]).first
         end
@@ -223,14 +264,17 @@ module Strata
       def set_multi(entries, ttl: nil)
         entries.each { |key, bytes| check_value(key, bytes) }
         expires_in = check_ttl(ttl)
+        versions, entries = entries.partition { |key, _| version_key?(key) }.map(&:to_h)
+        versions.each { |key, bytes| set(key, bytes) } # bound: the version keys given, none from the stack
         results = entries.to_h { |key, bytes| [key, bytes.bytesize <= @max_value_size] }
-        return {} if results.empty?
+        return versions.transform_values { true } if results.empty?
 
         ordered = results.keys.map { |key| [key_hash(key), key] }.sort_by(&:first)
         @database.run(:set_multi) do |c|
           now = Entry.now
           @database.transaction(c) do
             ordered.each do |hash, key|
+              log(c, now, key: key) if @logging
               next bury(c, hash, binary(key), key.bytesize, now) unless results[key]
 
               expire(c) if write_due?
@@ -240,6 +284,7 @@ module Strata
         end
         refused = results.reject { |_, stored| stored }.keys
         count(:sets, results.size - refused.size)
+        results.merge!(versions.transform_values { true })
         return results if refused.empty?
 
         count(:too_large, refused.size)
@@ -270,6 +315,8 @@ module Strata
       # True when the fill's row was still there.
       def retract_fill(key, bytes)
         check_value(key, bytes)
+        return delete(key) if version_key?(key)
+
         hash = key_hash(key)
         @database.run(:delete) do |c| # binary reads the dialect: a closed tier raises inside
           binds = [*tombstone(key.bytesize, Entry.now), hash, binary(key), binary(bytes)]
@@ -281,19 +328,61 @@ module Strata
       # towards the next expiry pass. True when a live row was there.
       def delete(key)
         check_key(key)
+        return delete_version(key) if version_key?(key)
+
         hash = key_hash(key)
         deleted = @database.run(:delete) do |c| # binary reads the dialect: a closed tier raises inside
           stored_key = binary(key)
           now = Entry.now
-          with_expiry(c) { bury(c, hash, stored_key, key.bytesize, now) }
+          with_expiry(c, @logging) do
+            log(c, now, key: key) if @logging
+            bury(c, hash, stored_key, key.bytesize, now)
+          end
         end
         count(:deletes)
         deleted
       end
 
+      # Empties the entries and the versions; the log gets a row saying so.
       def clear
-        @database.run(:clear) { |c| @database.delete(c, :clear, statements.clear) }
+        @database.run(:clear) do |c|
+          @database.transaction(c) do
+            @database.delete(c, :clear, statements.clear)
+            @database.delete(c, :clear, log_statements.versions_clear)
+            log(c, Entry.now) if @logging
+          end
+        end
         true
+      end
+
+      # --- the invalidation log, for Strata::Poller ----------------------------------------------
+
+      # The log rows after id, in id order, at most LogStatements::PAGE: [[id, tag_id, key], ...]
+      # (tag_id and key nil where the row names none).
+      def log_after(id)
+        @database.run(:log) { |c| @database.select(c, :log, log_statements.after, [id]) }
+      end
+
+      # The log rows with the given ids that are there (committed, not trimmed), as #log_after's.
+      def log_rows(ids)
+        return [] if ids.empty?
+
+        @database.run(:log) do |c|
+          ids.each_slice(Statements::MAX_IN_LIST).flat_map { |slice| @database.select(c, :log, log_statements.rows_in(slice)) }
+        end
+      end
+
+      # The log's highest id (0 when it is empty).
+      def log_head
+        @database.run(:log) { |c| @database.select(c, :log, log_statements.head).first.first.to_i }
+      end
+
+      # A Listener on the log's channel (PostgreSQL), on a connection of its own that the caller
+      # closes; nil on the other databases, which have no notifications.
+      def log_listener
+        return nil unless @database.dialect.is_a?(Dialect::PostgreSQL)
+
+        Listener.new(connection_class.connection_db_config.configuration_hash, Schema.log_table(@table_name))
       end
 
       # Deletes every expired row, and every row older than max_age, in steps of
@@ -372,21 +461,105 @@ module Strata
         end
 
         expires_in = check_ttl(ttl)
+        return write_version(operation, key, bytes) if version_key?(key)
+
+        logged = @logging && operation == :set
         @database.run(operation) do |c| # statements and binds read the dialect: a closed tier raises inside
-          binds = write_binds(key, bytes, expires_in, Entry.now)
-          with_expiry(c) { stored?(c, operation, binds, token) }
+          now = Entry.now
+          binds = write_binds(key, bytes, expires_in, now)
+          with_expiry(c, logged) do
+            log(c, now, key: key) if logged
+            stored?(c, operation, binds, token)
+          end
         end
       end
 
       # The block's value, after an expiry pass first when one is due: the pass and the block's
-      # write then commit together, or neither does.
-      def with_expiry(c)
-        return yield unless write_due?
+      # write then commit together, or neither does. In one transaction also when together
+      # (the write appends to the log).
+      def with_expiry(c, together = false)
+        due = write_due?
+        return yield unless due || together
 
         @database.transaction(c) do
-          expire(c)
+          expire(c) if due
           yield
         end
+      end
+
+      # --- versions and the log ------------------------------------------------------------------
+
+      # Whether key is one of Dependencies' version keys, kept in the versions table. One byte's
+      # look for any other key.
+      def version_key?(key)
+        key.getbyte(0) == 0 && key.bytesize == VERSION_KEY_BYTES && key.start_with?(Dependencies::VERSION_PREFIX) &&
+          HEX.match?(key.byteslice(VERSION_PREFIX_BYTES, 16)) && tag_id(key) <= Dependencies::MASK
+      end
+
+      def tag_id(key)
+        key.byteslice(VERSION_PREFIX_BYTES, 16).to_i(16)
+      end
+
+      # The 8 bytes of the version under version key key, or nil.
+      def version(key)
+        rows = @database.run(:get) { |c| @database.select(c, :get, log_statements.version_get, [tag_id(key)]) }
+        rows.empty? ? nil : [rows.first.first].pack(VERSION_PACK)
+      end
+
+      # key => bytes for the version keys among keys that have a row.
+      def read_versions(keys)
+        ids = keys.to_h { |key| [tag_id(key), key] }
+        rows = @database.run(:get_multi) do |c|
+          ids.keys.each_slice(Statements::MAX_IN_LIST).flat_map { |slice| @database.select(c, :get_multi, log_statements.versions_in(slice)) }
+        end
+        rows.to_h { |id, version| [ids.fetch(id), [version].pack(VERSION_PACK)] }
+      end
+
+      # set (an upsert, with a log row), add or add_for_fill (insert if absent) of version key
+      # key: whether it stored.
+      def write_version(operation, key, bytes)
+        unless bytes.bytesize == Dependencies::VERSION_BYTES
+          raise ArgumentError, "a version is #{Dependencies::VERSION_BYTES} bytes, got #{bytes.bytesize} for #{key.inspect}"
+        end
+
+        binds = [tag_id(key), bytes.unpack1(VERSION_PACK)]
+        @database.run(operation) do |c|
+          next @database.changed(c, operation, log_statements.version_add, binds) > 0 unless operation == :set
+
+          with_expiry(c, @logging) do
+            @database.write(c, operation, log_statements.version_set, binds)
+            log(c, Entry.now, tag_id: binds.first) if @logging
+            true
+          end
+        end
+      end
+
+      # Deletes version key key's row, with a log row: whether there was one.
+      def delete_version(key)
+        id = tag_id(key)
+        deleted = @database.run(:delete) do |c|
+          with_expiry(c, @logging) do
+            log(c, Entry.now, tag_id: id) if @logging
+            @database.changed(c, :delete, log_statements.version_delete, [id]) > 0
+          end
+        end
+        count(:deletes)
+        deleted
+      end
+
+      # Appends a log row on c: of a tag (tag_id), of a key, or of a clear (neither).
+      def log(c, now, tag_id: nil, key: nil)
+        @database.write(c, :log, log_statements.append, [now, tag_id, key && binary(key)])
+      end
+
+      # Deletes the log rows older than log_retention among the oldest expiry_batch_size, never
+      # the newest row (so that SQLite never hands its id out again). Bound: one batch.
+      def trim_log(c, now)
+        front = @database.select(c, :expire, log_statements.front)
+        front = (front.size > @batch) ? front.first(@batch) : front[0...-1]
+        before = now - (@log_retention * 1000).ceil
+        ids = front.filter_map { |id, created_at| id if created_at < before }
+        @database.delete(c, :expire, log_statements.delete_ids(ids)) unless ids.empty?
       end
 
       # Runs the set, add or add_for_fill statement with binds (#write_binds) and token on c:
@@ -451,8 +624,9 @@ module Strata
         return [{}, 0] if keys.empty?
 
         keys.each { |key| check_key(key) }
+        versions, keys = keys.partition { |key| version_key?(key) } if keys.any? { |key| version_key?(key) }
         wanted = keys.to_h { |key| [key.b, key] }
-        found = {}
+        found = versions ? read_versions(versions) : {}
         @database.run(:get_multi) do |c|
           wanted.keys.each_slice(Statements::MAX_IN_LIST) do |slice| # bound: keys.size / MAX_IN_LIST statements
             select_in_list(c, slice).each do |stored_key, value|
@@ -461,7 +635,7 @@ module Strata
             end
           end
         end
-        [found, wanted.size]
+        [found, wanted.size + (versions ? versions.size : 0)]
       end
 
       # Rows [key, value] for up to Statements::MAX_IN_LIST binary keys.
@@ -490,6 +664,7 @@ module Strata
         end
         victims = @expiry.victims(head, entries, bytes, now)
         @database.delete(c, :expire, statements.delete_ids(victims.ids)) unless victims.ids.empty?
+        trim_log(c, now) if @logging
         @lock.synchronize do
           @counters[:expiry_passes] += 1
           @counters[:expired] += victims.expired
@@ -566,6 +741,10 @@ module Strata
         @statements ||= Statements.new(@table_name, @database.dialect, expiry_batch_size: @batch)
       end
 
+      def log_statements
+        @log_statements ||= LogStatements.new(@table_name, @database.dialect, trim_batch: @batch)
+      end
+
       def open_embedded(path, pool, busy_timeout)
         connection_class = Embedded.connection_class(path, pool: pool, busy_timeout: busy_timeout)
         sqlite_pool = Embedded.sqlite_pool(path, pool: pool, busy_timeout: busy_timeout)
@@ -633,7 +812,7 @@ module Strata
       end
 
       def validate_limits(table_name, max_size, max_entries, max_age, max_value_size, batch, every)
-        raise ArgumentError, "table_name must be an SQL identifier, got #{table_name.inspect}" unless TABLE_NAME.match?(table_name.to_s)
+        raise ArgumentError, "table_name must be an SQL identifier of at most #{Schema::MAX_TABLE_NAME} characters, got #{table_name.inspect}" unless TABLE_NAME.match?(table_name.to_s)
         raise ArgumentError, "max_size must be nil or a positive Integer (bytes)" unless optional?(max_size) { positive_integer?(max_size) }
         raise ArgumentError, "max_entries must be nil or a positive Integer" unless optional?(max_entries) { positive_integer?(max_entries) }
         unless optional?(max_age) { max_age.is_a?(Numeric) && max_age.positive? }
@@ -647,6 +826,12 @@ module Strata
           raise ArgumentError, "expire_every must be an Integer between 1 and expiry_batch_size (#{batch}): " \
             "a pass must be able to delete as many rows as were written since the last one"
         end
+      end
+
+      def validate_seconds(name, value)
+        return if value.is_a?(Numeric) && value.real? && value.finite? && value.positive?
+
+        raise ArgumentError, "#{name} must be a positive number of seconds, got #{value.inspect}"
       end
 
       # True when value is nil (the option is off) or the block accepts it.

@@ -8,13 +8,14 @@ module Strata
   module Generators
     # bin/rails generate strata:sql [--table-name=NAME] [--database=NAME]
     #
-    # Writes a migration that creates the table of Strata's SQL tier (Strata::Tiers::SQL), into
-    # db/migrate or, with --database, into that database's migrations path. Pass the same table
-    # name to the tier's table_name: option.
+    # Writes a migration that creates the tables of Strata's SQL tier (Strata::Tiers::SQL: the
+    # entries, NAME_versions and NAME_log), into db/migrate or, with --database, into that
+    # database's migrations path. Pass the same table name to the tier's table_name: option.
     class SqlGenerator < Rails::Generators::Base
       include ActiveRecord::Generators::Migration
 
-      TABLE_NAME = /\A[A-Za-z_][A-Za-z0-9_]{0,62}\z/
+      # As Strata::Tiers::SQL::TABLE_NAME: "_versions" must still fit in 63 characters.
+      TABLE_NAME = /\A[A-Za-z_][A-Za-z0-9_]{0,53}\z/
 
       source_root File.expand_path("templates", __dir__)
 
@@ -22,7 +23,7 @@ module Strata
       class_option :database, type: :string, desc: "The database (in config/database.yml) the table goes in"
 
       def create_migration_file
-        raise Thor::Error, "--table-name must be an SQL identifier, got #{table_name.inspect}" unless TABLE_NAME.match?(table_name)
+        raise Thor::Error, "--table-name must be an SQL identifier of at most 54 characters, got #{table_name.inspect}" unless TABLE_NAME.match?(table_name)
 
         migration_template "create_strata_entries.rb.tt", File.join(db_migrate_path, "create_#{table_name}.rb")
       end

@@ -1,0 +1,304 @@
+# frozen_string_literal: true
+
+require "securerandom"
+require "active_support/fork_tracker"
+require "strata/clock"
+require "strata/entry"
+require "strata/errors"
+
+module Strata
+  # The cross-host half of coherence (DESIGN section 8; docs/coherence.md): one poller per host
+  # reads the SQL tier's invalidation log past its last sequence number and drops this host's
+  # copies of what each row names. A tag row drops the tag's version in every tier above SQL
+  # (Dependencies#drop_copies), a key row deletes the key from L1, a clear row clears L1.
+  # Applying a row only ever deletes, so applying one twice is harmless.
+  #
+  # One per host: every process with a store runs a thread, and the one whose token sits under
+  # ELECTION_KEY in L1 (added with a TTL of lease seconds, refreshed by compare-and-set on every
+  # round) polls; the others only try to take the key once it lapses (its holder died or
+  # stopped). Two holders for a moment (a holder stalled past its lease) apply rows twice, which
+  # costs nothing. The reserved keys start with a NUL byte, so Stack#keys never lists them.
+  #
+  # Where it is: STATE_KEY in L1 holds the last sequence number, when the log was last read and
+  # the gaps (below), so that a new holder continues where the last one stopped. A state that is
+  # lost (evicted, L1 cleared, a new L1 file), older than half of log_retention (the rows since
+  # may have been trimmed) or ahead of the log (a log table made anew) can't be trusted to have
+  # seen every change: L1 is cleared, and the poller goes on from RESYNC_WINDOW rows before the
+  # log's head, whose rows it applies again (they only delete, on an empty L1).
+  #
+  # Gaps: on PostgreSQL and MySQL a row's id is drawn at insert and seen at commit, so a reader
+  # may see id 11 before id 10 commits. Ids skipped between two rows read are kept as gaps and
+  # read again on every round until they appear or gap_timeout seconds pass (a rolled-back
+  # transaction leaves a gap that never fills); at most MAX_GAPS, the newest kept. A change whose
+  # transaction commits more than gap_timeout after it appended its row is missed by hosts that
+  # read past it: their copies then live until they expire or are written again.
+  #
+  # Waking: every interval seconds. On PostgreSQL with listen, the holder LISTENs on the log's
+  # channel on a connection of its own (SQL::Listener), so a commit wakes it at once; a lost
+  # notification delays the row by at most interval, as the log is the truth.
+  #
+  # Failures (a database or memcached down, anything the thread raises) go to on_error, which
+  # the store reports once per outage (FailureReports), and the thread goes on with the next
+  # round. The thread never keeps the process alive, takes no lock but the tiers' own, is
+  # started again in a forked child, and stops with #stop (the store's close).
+  class Poller
+    DEFAULT_INTERVAL = 0.05
+    ELECTION_KEY = "\x00strata:poller".b.freeze
+    STATE_KEY = "\x00strata:poller:state".b.freeze
+    # Seconds a gap is read again before it counts as rolled back.
+    DEFAULT_GAP_TIMEOUT = 10
+    MAX_GAPS = 1_000
+    # Log rows before the head that a resync reads again (and whose missing ids become gaps).
+    RESYNC_WINDOW = 1_000
+    # Pages of Tiers::SQL::LogStatements::PAGE rows read in one round; more wait for the next round,
+    # which follows at once.
+    PAGES_PER_ROUND = 10
+    # The shortest lease, in seconds; else 20 intervals.
+    MIN_LEASE = 1.0
+    STATE_PACK = "q<*"
+
+    @pollers = ObjectSpace::WeakMap.new
+
+    class << self
+      # A started poller for stack when it has a host tier (L1) above an SQL tier that writes
+      # the log, else nil. on_error: called as on_error.call(error, tier_name). interval: seconds
+      # between rounds (> 0). listen: LISTEN for the log's notifications where the database has them.
+      def start(stack, on_error:, interval: DEFAULT_INTERVAL, listen: true, gap_timeout: DEFAULT_GAP_TIMEOUT)
+        unless interval.is_a?(Numeric) && interval.real? && interval.finite? && interval.positive?
+          raise ArgumentError, "poll_interval must be a positive number of seconds, got #{interval.inspect}"
+        end
+        raise ArgumentError, "poll_listen must be true or false, got #{listen.inspect}" unless [true, false].include?(listen)
+
+        tiers = stack.tier_names.map { |name| stack[name] }
+        host = tiers.find { |tier| tier.capabilities[:host] }
+        sql = tiers.find { |tier| tier.respond_to?(:invalidation_log?) && tier.invalidation_log? }
+        return nil unless host && sql
+
+        poller = new(host, sql, stack.dependencies, on_error: on_error, interval: interval, listen: listen, gap_timeout: gap_timeout)
+        @pollers[poller] = true
+        poller.start
+      end
+
+      # After a fork: every poller of the parent starts again in the child.
+      def restart_after_fork
+        @pollers.each_key(&:restart_after_fork)
+      end
+    end
+
+    ActiveSupport::ForkTracker.after_fork { Poller.restart_after_fork }
+
+    def initialize(host, sql, dependencies, on_error:, interval:, listen:, gap_timeout:)
+      @host = host
+      @sql = sql
+      @dependencies = dependencies
+      @on_error = on_error
+      @interval = interval.to_f
+      @lease = [interval * 20, MIN_LEASE].max
+      @listen = listen
+      @gap_timeout_ms = (gap_timeout * 1000).ceil
+      @retention_ms = (sql.log_retention * 1000).ceil
+      @stopping = false
+      @thread = nil
+      @listener = nil
+      @token = nil
+      @head_checked = nil
+    end
+
+    def start
+      @stopping = false
+      @token = SecureRandom.bytes(16)
+      @thread = Thread.new { run }
+      @thread.name = "strata-poller"
+      @thread.report_on_exception = false
+      self
+    end
+
+    # Stops the thread (within about one interval), gives the election up and closes the
+    # listener. Idempotent.
+    def stop
+      @stopping = true
+      thread = @thread
+      @thread = nil
+      if thread
+        thread.wakeup if thread.alive?
+        thread.kill unless thread.join(@interval * 4 + 1)
+      end
+      give_up
+      @listener&.close
+      @listener = nil
+      nil
+    rescue ThreadError
+      nil # the thread ended between alive? and wakeup
+    end
+
+    # Whether this process's thread holds the election right now.
+    def holding?
+      @token && safely { @host.get(ELECTION_KEY) } == @token
+    end
+
+    # The last sequence number applied (from L1), or nil when there is no state.
+    def last_seen
+      state = read_state
+      state && state[0]
+    end
+
+    def restart_after_fork
+      @listener&.discard
+      @listener = nil
+      start unless @stopping || @thread.nil?
+    end
+
+    # One round: takes or keeps the election and, when held, reads and applies the log. True
+    # when rows were left for the next round. For the thread, and for tests that drive rounds.
+    def round
+      hold? && poll
+    end
+
+    private
+
+    def run
+      until @stopping
+        more = begin
+          round
+        rescue => error
+          report(error)
+          false
+        end
+        wait unless more || @stopping
+      end
+    end
+
+    # Sleeps one interval, or less when a notification comes (holder on PostgreSQL).
+    def wait
+      listener = listener_for_wait
+      return sleep(@interval) unless listener
+
+      begin
+        listener.wait(@interval)
+      rescue TierError => error
+        report(error)
+        sleep(@interval)
+      end
+    end
+
+    def listener_for_wait
+      return nil unless @listen && holding?
+
+      @listener ||= @sql.log_listener
+    end
+
+    # Takes the election key when it is free, or renews it when it is ours.
+    def hold?
+      held, token = @host.get_with_cas(ELECTION_KEY)
+      return @host.add(ELECTION_KEY, @token, ttl: @lease) if held.nil?
+      return false unless held == @token
+
+      @host.cas(ELECTION_KEY, @token, token, ttl: @lease)
+    end
+
+    def give_up
+      @host.delete(ELECTION_KEY) if holding?
+    rescue TierError
+      nil # the lease lapses by itself
+    end
+
+    # Reads the log past the state's sequence number and applies what it finds; true when
+    # rows were left for the next round.
+    def poll
+      now = Entry.now
+      state = read_state
+      return resync(now) if state.nil? || now - state[1] > @retention_ms / 2
+
+      seq = state[0]
+      gaps = state.drop(2).each_slice(2).to_h
+      rows = []
+      PAGES_PER_ROUND.times do # bound: PAGES_PER_ROUND pages
+        page = @sql.log_after(rows.empty? ? seq : rows.last[0])
+        rows.concat(page)
+        break if page.size < Tiers::SQL::LogStatements::PAGE
+      end
+      return resync(now) if rows.empty? && seq > 0 && log_behind?(seq)
+
+      rows.concat(@sql.log_rows(gaps.keys)) unless gaps.empty?
+      apply(rows)
+      seq = track_gaps(rows, seq, gaps, now)
+      write_state(seq, now, gaps)
+      rows.size >= PAGES_PER_ROUND * Tiers::SQL::LogStatements::PAGE
+    end
+
+    # Clears L1 and goes on from RESYNC_WINDOW rows before the log's head (see the class comment).
+    def resync(now)
+      from = [@sql.log_head - RESYNC_WINDOW, 0].max
+      @host.clear
+      write_state(from, now, {})
+      hold?
+      true
+    end
+
+    def apply(rows)
+      cleared = false
+      rows.each do |_id, tag_id, key|
+        if tag_id
+          @dependencies.drop_copies(tag_id)
+        elsif key
+          @host.delete(key.b)
+        else
+          cleared = true
+        end
+      end
+      @host.clear if cleared
+    end
+
+    # The new sequence number after rows (the log's rows past seq and the gaps that appeared);
+    # gaps (id => unix ms first missed) loses those found and those older than gap_timeout,
+    # and gains the ids skipped past seq.
+    def track_gaps(rows, seq, gaps, now)
+      next_id = seq + 1
+      rows.each do |id, _tag_id, _key|
+        if gaps.delete(id) || id <= seq
+          next
+        end
+
+        # bound: the newest MAX_GAPS ids skipped
+        [next_id, id - MAX_GAPS].max.upto(id - 1) { |missing| gaps[missing] = now }
+        next_id = id + 1
+      end
+      gaps.delete_if { |_id, missed| now - missed > @gap_timeout_ms }
+      gaps.shift while gaps.size > MAX_GAPS # the oldest ids first: they were added first
+      next_id - 1
+    end
+
+    # Whether the log's head is below seq (a log made anew), asked at most once a lease: an idle
+    # round costs one statement, not two.
+    def log_behind?(seq)
+      now = Clock.monotonic
+      return false if @head_checked && now - @head_checked < @lease
+
+      @head_checked = now
+      @sql.log_head < seq
+    end
+
+    def read_state
+      bytes = @host.get(STATE_KEY)
+      state = bytes&.unpack(STATE_PACK)
+      state if state && state.size >= 2 && state.size.even?
+    end
+
+    def write_state(seq, now, gaps)
+      @host.set(STATE_KEY, [seq, now, *gaps.flatten].pack(STATE_PACK))
+    end
+
+    def safely
+      yield
+    rescue TierError => error
+      report(error)
+      nil
+    end
+
+    def report(error)
+      @on_error&.call(error, error.respond_to?(:tier) ? error.tier : :poller)
+    rescue
+      nil # a reporter that fails must not end the thread
+    end
+  end
+end
