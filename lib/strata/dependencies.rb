@@ -150,12 +150,29 @@ module Strata
     end
 
     # For the cross-host poller (Strata::Poller): tag id's version was changed at the authority
-    # by another host (or a database trigger), so every copy above it goes, bottom-up (a copy
-    # above is never refilled from an older one below), and the next read takes the authority's.
-    # True when every copy went (a failure is reported).
+    # (by another host, or a database trigger), so the copies above it that differ from the
+    # authority's version, read now, go, bottom-up (a copy above is never refilled from an
+    # older one below); the next read takes the authority's. A copy equal to it is no older
+    # than the change and stays (the bumping host's own). When the authority can't be read,
+    # every copy goes. True when every copy that had to go went (a failure is reported).
     def drop_copies(id)
       key = version_key(id)
-      (@tiers.size - 2).downto(0).map { |index| dropped?(key, index) }.all?
+      bottom = @tiers.size - 1
+      authority = begin
+        @tiers[bottom].get(key)
+      rescue TierError => error
+        failed(error, bottom)
+        nil
+      end
+      (bottom - 1).downto(0).map do |index|
+        held = authority && begin
+          @tiers[index].get(key)
+        rescue TierError => error
+          failed(error, index)
+          nil
+        end
+        (authority && held == authority) || dropped?(key, index)
+      end.all?
     end
 
     private

@@ -56,8 +56,15 @@ module Strata
     # The shortest lease, in seconds; else 20 intervals.
     MIN_LEASE = 1.0
     STATE_PACK = "q<*"
+    # The sequence number of a state that mark_fresh wrote: L1 was empty, nothing to clear.
+    FRESH = -1
+    # Seconds the thread waits at a time, so that #stop ends it within about this long.
+    WAIT_SLICE = 0.1
 
-    @pollers = ObjectSpace::WeakMap.new
+    # The pollers started and not stopped, for #restart_after_fork. Each is held by its running
+    # thread anyway.
+    @pollers = {}.compare_by_identity
+    @pollers_lock = Mutex.new
 
     class << self
       # A started poller for stack when it has a host tier (L1) above an SQL tier that writes
@@ -75,13 +82,21 @@ module Strata
         return nil unless host && sql
 
         poller = new(host, sql, stack.dependencies, on_error: on_error, interval: interval, listen: listen, gap_timeout: gap_timeout)
-        @pollers[poller] = true
+        poller.mark_fresh
         poller.start
       end
 
       # After a fork: every poller of the parent starts again in the child.
       def restart_after_fork
-        @pollers.each_key(&:restart_after_fork)
+        @pollers_lock.synchronize { @pollers.keys }.each(&:restart_after_fork)
+      end
+
+      def started(poller)
+        @pollers_lock.synchronize { @pollers[poller] = true }
+      end
+
+      def stopped(poller)
+        @pollers_lock.synchronize { @pollers.delete(poller) }
       end
     end
 
@@ -100,7 +115,7 @@ module Strata
       @stopping = false
       @thread = nil
       @listener = nil
-      @token = nil
+      @token = SecureRandom.bytes(16)
       @head_checked = nil
     end
 
@@ -110,25 +125,23 @@ module Strata
       @thread = Thread.new { run }
       @thread.name = "strata-poller"
       @thread.report_on_exception = false
+      Poller.started(self)
       self
     end
 
-    # Stops the thread (within about one interval), gives the election up and closes the
+    # Stops the thread (within about WAIT_SLICE), gives the election up and closes the
     # listener. Idempotent.
     def stop
+      return nil if @stopping
+
       @stopping = true
+      Poller.stopped(self)
       thread = @thread
       @thread = nil
-      if thread
-        thread.wakeup if thread.alive?
-        thread.kill unless thread.join(@interval * 4 + 1)
-      end
+      thread.kill if thread && !thread.join(WAIT_SLICE * 10)
       give_up
-      @listener&.close
-      @listener = nil
+      close_listener
       nil
-    rescue ThreadError
-      nil # the thread ended between alive? and wakeup
     end
 
     # Whether this process's thread holds the election right now.
@@ -148,43 +161,88 @@ module Strata
       start unless @stopping || @thread.nil?
     end
 
+    # When L1 holds no entry and no state, marks it fresh (STATE_KEY with FRESH): the first round
+    # then has nothing to clear. Run before the store can write anything (Poller.start), so that
+    # every entry L1 gets after the mark was read or written after it. O(L1 slots), once.
+    def mark_fresh
+      return if @host.get(STATE_KEY) || @host.stats[:entries] > 0
+
+      @host.add(STATE_KEY, [FRESH, Entry.now].pack(STATE_PACK))
+    rescue TierError => error
+      report(error) # the first round then clears L1
+    end
+
     # One round: takes or keeps the election and, when held, reads and applies the log. True
     # when rows were left for the next round. For the thread, and for tests that drive rounds.
     def round
-      hold? && poll
+      unless hold?
+        close_listener
+        return false
+      end
+
+      listening
+      poll
     end
 
     private
 
     def run
       until @stopping
-        more = begin
-          round
+        begin
+          wait(listener_for_wait) unless round || @stopping
         rescue => error
           report(error)
-          false
+          wait(nil)
         end
-        wait unless more || @stopping
       end
     end
 
-    # Sleeps one interval, or less when a notification comes (holder on PostgreSQL).
-    def wait
-      listener = listener_for_wait
-      return sleep(@interval) unless listener
-
-      begin
-        listener.wait(@interval)
-      rescue TierError => error
-        report(error)
-        sleep(@interval)
+    # Waits one interval, or less when listener (the holder's, on PostgreSQL) is notified or
+    # #stop is called. Bound: interval / WAIT_SLICE waits.
+    def wait(listener)
+      deadline = Clock.monotonic + @interval
+      until @stopping
+        left = deadline - Clock.monotonic
+        break if left <= 0
+        slice = [left, WAIT_SLICE].min
+        if listener
+          break if notified?(listener, slice)
+        else
+          sleep(slice)
+        end
       end
+    end
+
+    # Whether a notification came within seconds; a listener that fails is reported, and the
+    # rest of the interval is slept.
+    def notified?(listener, seconds)
+      listener.wait(seconds)
+    rescue TierError => error
+      report(error)
+      @listener = nil
+      sleep(seconds)
+      false
     end
 
     def listener_for_wait
-      return nil unless @listen && holding?
+      (@listen && holding?) ? listening : nil
+    end
+
+    # The holder's listener, LISTENing before the round reads the log, so that no commit after
+    # the read goes unnotified; nil without one.
+    def listening
+      return nil unless @listen
 
       @listener ||= @sql.log_listener
+      @listener&.listen
+    rescue TierError => error
+      report(error)
+      nil
+    end
+
+    def close_listener
+      @listener&.close
+      @listener = nil
     end
 
     # Takes the election key when it is free, or renews it when it is ours.
@@ -207,6 +265,7 @@ module Strata
     def poll
       now = Entry.now
       state = read_state
+      return resync(now, clear: false) if state && state[0] == FRESH
       return resync(now) if state.nil? || now - state[1] > @retention_ms / 2
 
       seq = state[0]
@@ -226,27 +285,43 @@ module Strata
       rows.size >= PAGES_PER_ROUND * Tiers::SQL::LogStatements::PAGE
     end
 
-    # Clears L1 and goes on from RESYNC_WINDOW rows before the log's head (see the class comment).
-    def resync(now)
+    # Clears L1 (unless it was fresh) and goes on from RESYNC_WINDOW rows before the log's
+    # head (see the class comment).
+    def resync(now, clear: true)
       from = [@sql.log_head - RESYNC_WINDOW, 0].max
-      @host.clear
+      if clear
+        @host.clear
+        hold?
+      end
       write_state(from, now, {})
-      hold?
       true
     end
 
+    # A tag row drops the copies of the tag's version that differ from the authority's; a key
+    # row, L1's copy of the key unless it is what the SQL tier holds now (read after the row
+    # committed, so that copy is no older than the change: this host's own write, say, which
+    # then keeps its L1 copy); a clear row clears L1.
     def apply(rows)
-      cleared = false
-      rows.each do |_id, tag_id, key|
-        if tag_id
-          @dependencies.drop_copies(tag_id)
-        elsif key
-          @host.delete(key.b)
-        else
-          cleared = true
-        end
+      if rows.any? { |_id, tag_id, key| tag_id.nil? && key.nil? }
+        @host.clear
+        hold?
+        return
       end
-      @host.clear if cleared
+
+      keys = []
+      rows.each do |_id, tag_id, key|
+        tag_id ? @dependencies.drop_copies(tag_id) : keys << key.b
+      end
+      drop_stale(keys.uniq) unless keys.empty?
+    end
+
+    # Deletes L1's copies of keys unless the SQL tier holds the same bytes.
+    def drop_stale(keys)
+      held = @host.get_multi(keys)
+      return if held.empty?
+
+      current = @sql.peek_multi(held.keys)
+      held.each { |key, bytes| @host.delete(key) unless current[key] == bytes }
     end
 
     # The new sequence number after rows (the log's rows past seq and the gaps that appeared);
@@ -295,8 +370,10 @@ module Strata
       nil
     end
 
+    # As the poller's own kind of failure (tier :poller), so that an outage the poller meets
+    # first still has the app's own failures told.
     def report(error)
-      @on_error&.call(error, error.respond_to?(:tier) ? error.tier : :poller)
+      @on_error&.call(error, :poller)
     rescue
       nil # a reporter that fails must not end the thread
     end

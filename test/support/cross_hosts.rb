@@ -51,7 +51,29 @@ module Strata
         assert_nil b.read("k")
       end
 
+      # P4: the versions' rows and every copy of them gone, entries stamped with them only miss,
+      # on this host and on another.
+      def test_p4_losing_the_versions_costs_misses_only
+        b = polling_host("b")
+        b.write("tagged", "old", tags: ["bugs/7"])
+        key = b.stack.dependencies.version_key(Strata::Dependencies.tag_id("bugs/7"))
+        delete_version_rows
+        b.stack.tier_names.each { |name| b.stack[name].delete(key) unless name == :l3 }
+
+        assert_nil b.read("tagged")
+        in_host("a") { |a| a.read("tagged").nil? && a.fetch("tagged", tags: ["bugs/7"]) { "new" } == "new" }
+        assert_equal "new", b.fetch("tagged", tags: ["bugs/7"]) { "newer" }
+      end
+
       private
+
+      # Deletes every row of the versions table, as an operator might.
+      def delete_version_rows
+        sql = host_store("rows").stack[:l3]
+        sql.connection_class.connection_pool.with_connection do |c|
+          c.execute("DELETE FROM #{c.quote_table_name(Strata::Tiers::SQL::Schema.versions_table(sql.table_name))}")
+        end
+      end
 
       # A store of the host called name: its own L1 file in the test's directory.
       def host_store(name, **options)

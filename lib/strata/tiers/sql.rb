@@ -383,6 +383,8 @@ module Strata
         return nil unless @database.dialect.is_a?(Dialect::PostgreSQL)
 
         Listener.new(connection_class.connection_db_config.configuration_hash, Schema.log_table(@table_name))
+      rescue ActiveRecord::ActiveRecordError => e
+        raise TierError.new("#{@database.description} listener: #{e.class}: #{e.message}", tier: :l3)
       end
 
       # Deletes every expired row, and every row older than max_age, in steps of

@@ -30,13 +30,22 @@ module Strata
         # every other pending one is taken too), false when the time passed. Raises
         # Strata::TierError when the connection fails; the next call connects again.
         def wait(timeout)
-          connection = (@connection ||= listen)
+          connection = (@connection ||= connect)
           return false unless connection.wait_for_notify(timeout)
 
           nil while connection.wait_for_notify(0) # bound: the notifications already received
           true
         rescue PG::Error => e
           close
+          raise TierError.new("Strata L3 listener on #{@channel}: #{e.class}: #{e.message.lines.first&.strip}", tier: :l3)
+        end
+
+        # Connects and LISTENs now, unless it does already: notifications of commits from then on
+        # wake #wait. Itself; raises as #wait does.
+        def listen
+          @connection ||= connect
+          self
+        rescue PG::Error => e
           raise TierError.new("Strata L3 listener on #{@channel}: #{e.class}: #{e.message.lines.first&.strip}", tier: :l3)
         end
 
@@ -61,7 +70,7 @@ module Strata
 
         private
 
-        def listen
+        def connect
           connection = PG::Connection.new(@params)
           connection.exec("LISTEN #{connection.quote_ident(@channel)}")
           connection

@@ -1,0 +1,196 @@
+# frozen_string_literal: true
+
+require_relative "strata_store/store_case"
+require "strata/tiers/sql"
+require "support/child_processes"
+
+# Strata::Poller over an SQLite file with the invalidation log on: one poller per L1 table
+# (elected through it, handed over when its holder dies), what it does when its place in the log
+# can't be trusted, and how it lives with processes (fork, close, failures). P2 itself is
+# cross_host_test.rb's.
+class PollerTest < Strata::StoreCase
+  include Strata::TestSupport::ChildProcesses
+
+  DEADLINE = 30
+  BOUND = 10
+
+  def sql_path
+    File.join(@tmpdir, "shared.sqlite3")
+  end
+
+  # A store on the test's L1 table (or l1_path's) over the shared SQLite file.
+  def host(l1_path: table_path, **options)
+    cache = ActiveSupport::Cache::StrataStore.new(l1: {path: l1_path, size: TABLE_SIZE},
+      sql: {path: sql_path, invalidation_log: true}, **options)
+    @stores << cache
+    cache
+  end
+
+  def poller_of(cache)
+    cache.instance_variable_get(:@poller)
+  end
+
+  # A stack over its own L1 file and the shared SQLite file, and a poller on it that only the
+  # test drives (Poller#round).
+  def driven(name = "driven")
+    l1 = Strata::Tiers::SharedMemory.new(path: File.join(@tmpdir, "#{name}.l1"), size: TABLE_SIZE)
+    sql = Strata::Tiers::SQL.new(path: sql_path, invalidation_log: true)
+    @stores << l1 << sql
+    stack = Strata::Stack.new({l1: l1, l3: sql})
+    poller = Strata::Poller.new(l1, sql, stack.dependencies, on_error: ->(error, _) { raise error }, interval: 1,
+      listen: false, gap_timeout: 10)
+    [stack, poller]
+  end
+
+  def test_a_store_runs_a_poller_only_over_l1_and_a_logging_sql_tier
+    assert poller_of(host)
+    assert_nil poller_of(build_store), "L1 alone"
+    unlogged = ActiveSupport::Cache::StrataStore.new(l1: {path: File.join(@tmpdir, "u.l1"), size: TABLE_SIZE},
+      sql: {path: File.join(@tmpdir, "own.sqlite3")})
+    @stores << unlogged
+    assert_nil poller_of(unlogged), "an embedded file without the log"
+    assert_raises(ArgumentError) { host(l1_path: File.join(@tmpdir, "x.l1"), poll_interval: 0) }
+    assert_raises(ArgumentError) { host(l1_path: File.join(@tmpdir, "y.l1"), poll_listen: "no") }
+  end
+
+  def test_two_stores_on_one_l1_table_run_one_poller_and_the_other_takes_over_on_close
+    first = host
+    second = host
+    pollers = [first, second].map { |cache| poller_of(cache) }
+    assert wait_until(BOUND) { pollers.count(&:holding?) == 1 }
+    assert_equal 1, pollers.count(&:holding?)
+    refute_includes first.stack.keys + second.stack.keys, Strata::Poller::ELECTION_KEY
+
+    holder = pollers.find(&:holding?)
+    other = (pollers - [holder]).first
+    [first, second][pollers.index(holder)].close
+    assert wait_until(BOUND) { other.holding? }, "the other store's poller takes over"
+  end
+
+  def test_the_holder_killed_hands_the_poller_over_and_its_successor_goes_on_from_its_place
+    reader, writer = IO.pipe
+    pid = fork_child do
+      reader.close
+      poller = poller_of(host)
+      next false unless wait_until(BOUND) { poller.holding? && poller.last_seen }
+
+      writer.puts("holding")
+      sleep(DEADLINE) # until killed
+    end
+    writer.close
+    assert_equal "holding", reader.gets(chomp: true)
+    cache = host
+    cache.write("k", "v") # the holder applies its row, and the successor must not clear L1
+    assert wait_until(BOUND) { poller_of(cache).last_seen.to_i > 0 }, "the holder read the write's row"
+    refute poller_of(cache).holding?
+
+    cache.stack[:l1].set(tier_key(cache, "k"), "cached")
+
+    kill_and_reap(pid, DEADLINE)
+    assert wait_until(BOUND) { poller_of(cache).holding? }, "the lease lapses and this process takes it"
+    taken = Strata::Entry.now
+    assert wait_until(BOUND) { cache.stack[:l1].get(Strata::Poller::STATE_KEY).unpack("q<*")[1] > taken }, "a round since"
+    assert_equal "cached", cache.stack[:l1].get(tier_key(cache, "k")), "no resync: L1 kept its entries"
+  ensure
+    reader&.close
+  end
+
+  def test_a_lost_state_clears_l1_before_a_change_it_missed_could_be_served
+    stack, poller = driven
+    other, = driven("other")
+    poller.round # the first round: nothing to go on from, L1 cleared
+    stack.set("k", "v1")
+    poller.round
+    stack[:l1].set("k", "v1") # a copy read from below
+
+    stack[:l1].delete(Strata::Poller::STATE_KEY) # evicted, say
+    other.set("k", "v2") # another host's change, which this poller has no place to read from
+    poller.round
+    assert_nil stack[:l1].get("k"), "L1 was cleared"
+    assert_equal "v2", stack.get("k")
+    assert poller.last_seen
+  end
+
+  def test_a_state_older_than_half_the_retention_or_ahead_of_the_log_clears_l1
+    stack, poller = driven
+    poller.round
+    stack[:l1].set("k", "cached")
+    seq = poller.last_seen
+    stack[:l1].set(Strata::Poller::STATE_KEY, [seq, Strata::Entry.now - 301_000].pack("q<*"))
+    poller.round
+    assert_nil stack[:l1].get("k"), "rows since may have been trimmed"
+
+    stack[:l1].set("k", "cached")
+    stack[:l1].set(Strata::Poller::STATE_KEY, [seq + 1_000, Strata::Entry.now].pack("q<*"))
+    poller.round
+    assert_nil stack[:l1].get("k"), "a log made anew"
+  end
+
+  def test_applying_a_row_twice_is_harmless
+    stack, poller = driven
+    other, = driven("other")
+    poller.round
+    other.set("k", "v")
+    other.dependencies.bump([1])
+    seq = poller.last_seen
+    2.times do
+      stack[:l1].set("k", "stale")
+      stack[:l1].set(Strata::Poller::STATE_KEY, [seq, Strata::Entry.now].pack("q<*"))
+      poller.round
+      assert_nil stack[:l1].get("k")
+    end
+    assert_equal "v", stack.get("k")
+  end
+
+  # A key row whose key L1 holds as the SQL tier does now (this host's own write) leaves it.
+  def test_a_copy_equal_to_the_sql_tiers_stays
+    stack, poller = driven
+    poller.round
+    stack.set("own", "v")
+    stack[:l1].set("stale", "old")
+    stack[:l3].set("stale", "new")
+    poller.round
+    assert_equal "v", stack[:l1].get("own")
+    assert_nil stack[:l1].get("stale")
+  end
+
+  def test_a_fresh_l1_is_not_cleared_by_the_first_round
+    cache = host
+    cache.write("k", "v") # at once: the first round may not have run yet
+    assert wait_until(BOUND) { poller_of(cache).last_seen }
+    refute_nil cache.stack[:l1].get(tier_key(cache, "k")), "L1 keeps what was written since the store opened it"
+  end
+
+  def test_a_forked_child_runs_its_own_poller_thread
+    cache = host
+    parent_thread = poller_of(cache).instance_variable_get(:@thread)
+    pid = fork_child do
+      thread = poller_of(cache).instance_variable_get(:@thread)
+      thread.alive? && !thread.equal?(parent_thread)
+    end
+    assert reap(pid, DEADLINE)&.success?
+    assert parent_thread.alive?
+  end
+
+  def test_a_failing_round_is_reported_once_and_the_poller_keeps_going
+    cache = host
+    reports = capture_reports do
+      assert wait_until(BOUND) { poller_of(cache).last_seen }
+      sql = cache.stack[:l3]
+      sql.connection_class.connection_pool.with_connection { |c| c.drop_table("strata_entries_log") }
+      assert wait_until(BOUND) { cache.stats[:failures].values.sum >= 3 }, "rounds fail"
+      Strata::Tiers::SQL.create_table!(sql.connection_class)
+      cache.write("k", "v")
+      cache.stack[:l1].set(tier_key(cache, "k"), "stale")
+      assert wait_until(BOUND) { cache.stack[:l1].get(tier_key(cache, "k")).nil? }, "the poller goes on"
+    end
+    assert_equal 1, reports.size, reports.map { |report| report[:error].message }.inspect
+  end
+
+  def test_close_stops_the_thread
+    cache = host
+    thread = poller_of(cache).instance_variable_get(:@thread)
+    cache.close
+    refute thread.alive?
+  end
+end
