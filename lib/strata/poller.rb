@@ -10,8 +10,10 @@ module Strata
   # The cross-host half of coherence (DESIGN section 8; docs/coherence.md): one poller per host
   # reads the SQL tier's invalidation log past its last sequence number and drops this host's
   # copies of what each row names. A tag row drops the tag's version in every tier above SQL
-  # (Dependencies#drop_copies), a key row deletes the key from L1, a clear row clears L1.
-  # Applying a row only ever deletes, so applying one twice is harmless.
+  # (Dependencies#drop_copies), a key row deletes the key from L1, a clear row clears L1. A copy
+  # that equals what the tier below holds when the row is applied is no older than the change
+  # and stays: a host's own writes keep their L1 copies. Applying a row only ever deletes, so
+  # applying one twice is harmless.
   #
   # One per host: every process with a store runs a thread, and the one whose token sits under
   # ELECTION_KEY in L1 (added with a TTL of lease seconds, refreshed by compare-and-set on every
@@ -24,7 +26,10 @@ module Strata
   # lost (evicted, L1 cleared, a new L1 file), older than half of log_retention (the rows since
   # may have been trimmed) or ahead of the log (a log table made anew) can't be trusted to have
   # seen every change: L1 is cleared, and the poller goes on from RESYNC_WINDOW rows before the
-  # log's head, whose rows it applies again (they only delete, on an empty L1).
+  # log's head, whose rows it applies again (they only delete). A store that opens an L1 with no
+  # entries and no state marks it fresh first (#mark_fresh), and its first round clears nothing:
+  # every copy in it was read after the mark, and the window's rows cover the changes since
+  # (unless more than RESYNC_WINDOW rows were appended before that round).
   #
   # Gaps: on PostgreSQL and MySQL a row's id is drawn at insert and seen at commit, so a reader
   # may see id 11 before id 10 commits. Ids skipped between two rows read are kept as gaps and
@@ -50,8 +55,8 @@ module Strata
     MAX_GAPS = 1_000
     # Log rows before the head that a resync reads again (and whose missing ids become gaps).
     RESYNC_WINDOW = 1_000
-    # Pages of Tiers::SQL::LogStatements::PAGE rows read in one round; more wait for the next round,
-    # which follows at once.
+    # Pages of Tiers::SQL::LogStatements::PAGE rows read in one round; more wait for the next
+    # round, which follows at once.
     PAGES_PER_ROUND = 10
     # The shortest lease, in seconds; else 20 intervals.
     MIN_LEASE = 1.0
@@ -288,7 +293,10 @@ module Strata
     # Clears L1 (unless it was fresh) and goes on from RESYNC_WINDOW rows before the log's
     # head (see the class comment).
     def resync(now, clear: true)
-      from = [@sql.log_head - RESYNC_WINDOW, 0].max
+      # From just before the window's first row: ids below it that are missing (trimmed, rolled
+      # back) are not gaps.
+      first = @sql.log_after([@sql.log_head - RESYNC_WINDOW, 0].max).first
+      from = first ? first[0] - 1 : @sql.log_head
       if clear
         @host.clear
         hold?
