@@ -16,6 +16,7 @@ require_relative "miss_cost"
 require_relative "multi_process"
 require_relative "report"
 require_relative "runner"
+require_relative "staleness"
 require_relative "stores"
 require_relative "svg_plot"
 require_relative "tag_cost"
@@ -33,7 +34,8 @@ module Strata
       # Extra reports tied to strata_l1; they run when strata_l1 is selected and loads.
       EXTRAS = {two_process: MultiProcess, hit_ratio: HitRatio, l1_footprint: L1Footprint}.freeze
       # Reports tied to strata_store (L1 + SQLite, and L1 alone); they run when it is selected and loads.
-      STORE_EXTRAS = {tag_hit_cost: TagHitCost, tag_invalidate_cost: TagInvalidateCost}.freeze
+      STORE_EXTRAS = {tag_hit_cost: TagHitCost, tag_invalidate_cost: TagInvalidateCost,
+                      cross_host_staleness: CrossHostStaleness}.freeze
       REPORTS = EXTRAS.merge(STORE_EXTRAS).freeze
 
       def initialize(argv, out: $stdout, err: $stderr)
@@ -66,7 +68,7 @@ module Strata
           o.on("--stores LIST", Array, "only these stores (#{Stores.names.join(",")})") { |l| options[:stores] = l }
           o.on("--cases LIST", Array, "only these cases (#{Cases.names.join(",")})") { |l| options[:cases] = l }
           o.on("--[no-]reports", "two-process, hit-ratio and footprint reports (default on; need strata_l1), " \
-            "tag hit and invalidate_tags cost (need strata_store); " \
+            "tag hit and invalidate_tags cost and cross-host staleness (need strata_store); " \
             "the client CPU, targets and miss cost reports follow the stores and cases run") do |on|
             options[:reports] = on
           end

@@ -172,7 +172,7 @@ module ActiveSupport
       # Gives each tag a new version: every entry stamped with an older one (written with tags:,
       # or built by a fetch that read such an entry) misses from then on. In this process the
       # next read misses; in other processes sharing the L1 table too; on other hosts within
-      # coherence_interval (docs/coherence.md). One write per tier and tag, however many entries
+      # poll_interval where a poller runs, else coherence_interval (docs/coherence.md). One write per tier and tag, however many entries
       # depend on it. Emits invalidate.strata with the tags. False when a tier could neither take
       # a new version nor drop its old one (reported).
       def invalidate_tags(*tags)
