@@ -14,12 +14,14 @@ require "strata/tiers/sql/listener"
 require "strata/tiers/sql/log_statements"
 require "strata/tiers/sql/schema"
 require "strata/tiers/sql/statements"
+require "strata/tiers/sql/versions_and_log"
 
 module Strata
   module Tiers
     # L3: the durable tier, one table in SQLite, PostgreSQL or MySQL through Active Record (DESIGN
-    # section 7), with two beside it (Schema): the tag versions and the invalidation log. Load it with `require "strata/tiers/sql"`; it is the only part of Strata that
-    # loads Active Record.
+    # section 7), with two beside it (Schema): the tag versions and the invalidation log
+    # (VersionsAndLog). Load it with `require "strata/tiers/sql"`; it is the only part of Strata
+    # that loads Active Record.
     #
     # When to use it: as the bottom tier, for entries that are expensive to rebuild and worth
     # keeping across restarts and deploys, or on its own as a cache shared by every process of a
@@ -105,6 +107,7 @@ module Strata
     # never the newest row.
     class SQL
       include Strata::Tier
+      include VersionsAndLog
 
       CAPABILITIES = Tier::CAPABILITIES.merge(tombstones: true).freeze
       # The token of a fill that read no row (ids start at 1).
@@ -133,10 +136,6 @@ module Strata
       MAX_BUSY_TIMEOUT = 60
       # The derived tables' names (Schema) must fit in an identifier too.
       TABLE_NAME = /\A[A-Za-z_][A-Za-z0-9_]{0,#{Schema::MAX_TABLE_NAME - 1}}\z/
-      VERSION_PREFIX_BYTES = Dependencies::VERSION_PREFIX.bytesize
-      VERSION_KEY_BYTES = VERSION_PREFIX_BYTES + 16
-      HEX = /\A\h{16}\z/
-      VERSION_PACK = "q<"
 
       # Creates the tier's tables (Schema) through connection_class's pool unless they exist; safe
       # to run again.
@@ -196,11 +195,6 @@ module Strata
 
       def capabilities
         CAPABILITIES
-      end
-
-      # Whether changes append to the invalidation log (the invalidation_log: option).
-      def invalidation_log?
-        @logging
       end
 
       def get(key)
@@ -355,38 +349,6 @@ module Strata
         true
       end
 
-      # --- the invalidation log, for Strata::Poller ----------------------------------------------
-
-      # The log rows after id, in id order, at most LogStatements::PAGE: [[id, tag_id, key], ...]
-      # (tag_id and key nil where the row names none).
-      def log_after(id)
-        @database.run(:log) { |c| @database.select(c, :log, log_statements.after, [id]) }
-      end
-
-      # The log rows with the given ids that are there (committed, not trimmed), as #log_after's.
-      def log_rows(ids)
-        return [] if ids.empty?
-
-        @database.run(:log) do |c|
-          ids.each_slice(Statements::MAX_IN_LIST).flat_map { |slice| @database.select(c, :log, log_statements.rows_in(slice)) }
-        end
-      end
-
-      # The log's highest id (0 when it is empty).
-      def log_head
-        @database.run(:log) { |c| @database.select(c, :log, log_statements.head).first.first.to_i }
-      end
-
-      # A Listener on the log's channel (PostgreSQL), on a connection of its own that the caller
-      # closes; nil on the other databases, which have no notifications.
-      def log_listener
-        return nil unless @database.dialect.is_a?(Dialect::PostgreSQL)
-
-        Listener.new(connection_class.connection_db_config.configuration_hash, Schema.log_table(@table_name))
-      rescue ActiveRecord::ActiveRecordError => e
-        raise TierError.new("#{@database.description} listener: #{e.class}: #{e.message}", tier: :l3)
-      end
-
       # Deletes every expired row, and every row older than max_age, in steps of
       # Statements::CLEANUP_STEP rows. The number deleted.
       def cleanup
@@ -487,81 +449,6 @@ module Strata
           expire(c) if due
           yield
         end
-      end
-
-      # --- versions and the log ------------------------------------------------------------------
-
-      # Whether key is one of Dependencies' version keys, kept in the versions table. One byte's
-      # look for any other key.
-      def version_key?(key)
-        key.getbyte(0) == 0 && key.bytesize == VERSION_KEY_BYTES && key.start_with?(Dependencies::VERSION_PREFIX) &&
-          HEX.match?(key.byteslice(VERSION_PREFIX_BYTES, 16)) && tag_id(key) <= Dependencies::MASK
-      end
-
-      def tag_id(key)
-        key.byteslice(VERSION_PREFIX_BYTES, 16).to_i(16)
-      end
-
-      # The 8 bytes of the version under version key key, or nil.
-      def version(key)
-        rows = @database.run(:get) { |c| @database.select(c, :get, log_statements.version_get, [tag_id(key)]) }
-        rows.empty? ? nil : [rows.first.first].pack(VERSION_PACK)
-      end
-
-      # key => bytes for the version keys among keys that have a row.
-      def read_versions(keys)
-        ids = keys.to_h { |key| [tag_id(key), key] }
-        rows = @database.run(:get_multi) do |c|
-          ids.keys.each_slice(Statements::MAX_IN_LIST).flat_map { |slice| @database.select(c, :get_multi, log_statements.versions_in(slice)) }
-        end
-        rows.to_h { |id, version| [ids.fetch(id), [version].pack(VERSION_PACK)] }
-      end
-
-      # set (an upsert, with a log row), add or add_for_fill (insert if absent) of version key
-      # key: whether it stored.
-      def write_version(operation, key, bytes)
-        unless bytes.bytesize == Dependencies::VERSION_BYTES
-          raise ArgumentError, "a version is #{Dependencies::VERSION_BYTES} bytes, got #{bytes.bytesize} for #{key.inspect}"
-        end
-
-        binds = [tag_id(key), bytes.unpack1(VERSION_PACK)]
-        @database.run(operation) do |c|
-          next @database.changed(c, operation, log_statements.version_add, binds) > 0 unless operation == :set
-
-          with_expiry(c, @logging) do
-            @database.write(c, operation, log_statements.version_set, binds)
-            log(c, Entry.now, tag_id: binds.first) if @logging
-            true
-          end
-        end
-      end
-
-      # Deletes version key key's row, with a log row: whether there was one.
-      def delete_version(key)
-        id = tag_id(key)
-        deleted = @database.run(:delete) do |c|
-          with_expiry(c, @logging) do
-            log(c, Entry.now, tag_id: id) if @logging
-            @database.changed(c, :delete, log_statements.version_delete, [id]) > 0
-          end
-        end
-        count(:deletes)
-        deleted
-      end
-
-      # Appends a log row on c: of a tag (tag_id), of a key, or of a clear (neither).
-      def log(c, now, tag_id: nil, key: nil)
-        @database.write(c, :log, log_statements.append, [now, tag_id, key && binary(key)])
-      end
-
-      # Deletes the log rows older than log_retention among the oldest expiry_batch_size, never
-      # the newest row (so that SQLite never hands its id out again). Bound: one batch.
-      def trim_log(c, now)
-        front = @database.select(c, :expire, log_statements.front)
-        front = (front.size > @batch) ? front.first(@batch) : front[0...-1]
-        before = now - (@log_retention * 1000).ceil
-        ids = front.filter_map { |id, created_at| id if created_at < before }
-        @database.delete(c, :expire, log_statements.delete_ids(ids)) unless ids.empty?
       end
 
       # Runs the set, add or add_for_fill statement with binds (#write_binds) and token on c:
@@ -741,10 +628,6 @@ module Strata
 
       def statements
         @statements ||= Statements.new(@table_name, @database.dialect, expiry_batch_size: @batch)
-      end
-
-      def log_statements
-        @log_statements ||= LogStatements.new(@table_name, @database.dialect, trim_batch: @batch)
       end
 
       def open_embedded(path, pool, busy_timeout)

@@ -1,0 +1,136 @@
+# frozen_string_literal: true
+
+require "strata/dependencies"
+
+module Strata
+  module Tiers
+    class SQL
+      # The SQL tier's versions table and invalidation log (Schema, LogStatements; see the class
+      # comment of SQL): the public face the poller reads, and the writes the tier's own methods
+      # make beside their entries. Included in SQL, whose connection (@database), options
+      # (@logging, @log_retention, @batch, @table_name) and helpers (count, with_expiry, binary)
+      # it uses.
+      module VersionsAndLog
+        VERSION_PREFIX_BYTES = Dependencies::VERSION_PREFIX.bytesize
+        VERSION_KEY_BYTES = VERSION_PREFIX_BYTES + 16
+        HEX = /\A\h{16}\z/
+        # How a version's 8 bytes are kept in a signed bigint column, and read back the same.
+        VERSION_PACK = "q<"
+
+        # Whether changes append to the invalidation log (the invalidation_log: option).
+        def invalidation_log?
+          @logging
+        end
+
+        # The log rows after id, in id order, at most LogStatements::PAGE: [[id, tag_id, key], ...]
+        # (tag_id and key nil where the row names none).
+        def log_after(id)
+          @database.run(:log) { |c| @database.select(c, :log, log_statements.after, [id]) }
+        end
+
+        # The log rows with the given ids that are there (committed, not trimmed), as #log_after's.
+        def log_rows(ids)
+          return [] if ids.empty?
+
+          @database.run(:log) do |c|
+            ids.each_slice(Statements::MAX_IN_LIST).flat_map { |slice| @database.select(c, :log, log_statements.rows_in(slice)) }
+          end
+        end
+
+        # The log's highest id (0 when it is empty).
+        def log_head
+          @database.run(:log) { |c| @database.select(c, :log, log_statements.head).first.first.to_i }
+        end
+
+        # A Listener on the log's channel (PostgreSQL), on a connection of its own that the caller
+        # closes; nil on the other databases, which have no notifications.
+        def log_listener
+          return nil unless @database.dialect.is_a?(Dialect::PostgreSQL)
+
+          Listener.new(connection_class.connection_db_config.configuration_hash, Schema.log_table(@table_name))
+        rescue ActiveRecord::ActiveRecordError => e
+          raise TierError.new("#{@database.description} listener: #{e.class}: #{e.message}", tier: :l3)
+        end
+
+        private
+
+        # Whether key is one of Dependencies' version keys, kept in the versions table. One byte's
+        # look for any other key.
+        def version_key?(key)
+          key.getbyte(0) == 0 && key.bytesize == VERSION_KEY_BYTES && key.start_with?(Dependencies::VERSION_PREFIX) &&
+            HEX.match?(key.byteslice(VERSION_PREFIX_BYTES, 16)) && tag_id(key) <= Dependencies::MASK
+        end
+
+        def tag_id(key)
+          key.byteslice(VERSION_PREFIX_BYTES, 16).to_i(16)
+        end
+
+        # The 8 bytes of the version under version key key, or nil.
+        def version(key)
+          rows = @database.run(:get) { |c| @database.select(c, :get, log_statements.version_get, [tag_id(key)]) }
+          rows.empty? ? nil : [rows.first.first].pack(VERSION_PACK)
+        end
+
+        # key => bytes for the version keys among keys that have a row.
+        def read_versions(keys)
+          ids = keys.to_h { |key| [tag_id(key), key] }
+          rows = @database.run(:get_multi) do |c|
+            ids.keys.each_slice(Statements::MAX_IN_LIST).flat_map { |slice| @database.select(c, :get_multi, log_statements.versions_in(slice)) }
+          end
+          rows.to_h { |id, version| [ids.fetch(id), [version].pack(VERSION_PACK)] }
+        end
+
+        # set (an upsert, with a log row), add or add_for_fill (insert if absent) of version key
+        # key: whether it stored.
+        def write_version(operation, key, bytes)
+          unless bytes.bytesize == Dependencies::VERSION_BYTES
+            raise ArgumentError, "a version is #{Dependencies::VERSION_BYTES} bytes, got #{bytes.bytesize} for #{key.inspect}"
+          end
+
+          binds = [tag_id(key), bytes.unpack1(VERSION_PACK)]
+          @database.run(operation) do |c|
+            next @database.changed(c, operation, log_statements.version_add, binds) > 0 unless operation == :set
+
+            with_expiry(c, @logging) do
+              @database.write(c, operation, log_statements.version_set, binds)
+              log(c, Entry.now, tag_id: binds.first) if @logging
+              true
+            end
+          end
+        end
+
+        # Deletes version key key's row, with a log row: whether there was one.
+        def delete_version(key)
+          id = tag_id(key)
+          deleted = @database.run(:delete) do |c|
+            with_expiry(c, @logging) do
+              log(c, Entry.now, tag_id: id) if @logging
+              @database.changed(c, :delete, log_statements.version_delete, [id]) > 0
+            end
+          end
+          count(:deletes)
+          deleted
+        end
+
+        # Appends a log row on c: of a tag (tag_id), of a key, or of a clear (neither).
+        def log(c, now, tag_id: nil, key: nil)
+          @database.write(c, :log, log_statements.append, [now, tag_id, key && binary(key)])
+        end
+
+        # Deletes the log rows older than log_retention among the oldest expiry_batch_size, never
+        # the newest row (so that SQLite never hands its id out again). Bound: one batch.
+        def trim_log(c, now)
+          front = @database.select(c, :expire, log_statements.front)
+          front = (front.size > @batch) ? front.first(@batch) : front[0...-1]
+          before = now - (@log_retention * 1000).ceil
+          ids = front.filter_map { |id, created_at| id if created_at < before }
+          @database.delete(c, :expire, log_statements.delete_ids(ids)) unless ids.empty?
+        end
+
+        def log_statements
+          @log_statements ||= LogStatements.new(@table_name, @database.dialect, trim_batch: @batch)
+        end
+      end
+    end
+  end
+end
