@@ -122,6 +122,24 @@ class DependenciesTest < Minitest::Test
     refute_nil @bottom.get(key)
   end
 
+  # The poller's seam: copies above the authority go unless they equal its version.
+  def test_drop_copies_drops_the_copies_that_differ_from_the_authority
+    @bottom.set(key, [5].pack("Q<"))
+    @top.set(key, [5].pack("Q<"))
+    assert @dependencies.drop_copies(id)
+    assert_equal [5].pack("Q<"), @top.get(key), "equal to the authority's: no older than the change"
+
+    @top.set(key, [4].pack("Q<"))
+    assert @dependencies.drop_copies(id)
+    assert_nil @top.get(key)
+    assert_equal [5].pack("Q<"), @bottom.get(key), "the authority is never touched"
+
+    @top.set(key, [4].pack("Q<"))
+    @bottom.delete(key)
+    assert @dependencies.drop_copies(id)
+    assert_nil @top.get(key), "no authority to compare with: dropped"
+  end
+
   def test_the_host_copy_of_a_version_lives_coherence_interval_when_tiers_are_below
     dependencies = Dependencies.new([@top, @bottom], %i[top bottom], coherence_interval: 0.05)
     dependencies.versions([id])

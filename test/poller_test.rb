@@ -2,6 +2,7 @@
 
 require_relative "strata_store/store_case"
 require "strata/tiers/sql"
+require "rbconfig"
 require "support/child_processes"
 
 # Strata::Poller over an SQLite file with the invalidation log on: one poller per L1 table
@@ -185,6 +186,20 @@ class PollerTest < Strata::StoreCase
       assert wait_until(BOUND) { cache.stack[:l1].get(tier_key(cache, "k")).nil? }, "the poller goes on"
     end
     assert_equal 1, reports.size, reports.map { |report| report[:error].message }.inspect
+  end
+
+  # A process that never closes its store still ends: the thread does not hold it.
+  def test_the_thread_never_keeps_a_process_alive
+    script = <<~RUBY
+      require "active_support/cache/strata_store"
+      dir = ARGV[0]
+      cache = ActiveSupport::Cache::StrataStore.new(l1: {path: File.join(dir, "alive.l1"), size: 1 << 20},
+        sql: {path: File.join(dir, "alive.sqlite3"), invalidation_log: true})
+      sleep 0.01 until cache.instance_variable_get(:@poller).last_seen
+    RUBY
+    pid = Process.spawn(RbConfig.ruby, "-I#{File.expand_path("../lib", __dir__)}", "-e", script, @tmpdir)
+    status = reap(pid, DEADLINE) || kill_and_reap(pid, DEADLINE)
+    assert status&.success?, "the process ended by itself: #{status.inspect}"
   end
 
   def test_close_stops_the_thread
