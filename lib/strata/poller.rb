@@ -310,21 +310,27 @@ module Strata
     # committed, so that copy is no older than the change: this host's own write, say, which
     # then keeps its L1 copy); a clear row clears L1.
     def apply(rows)
-      if rows.any? { |_id, tag_id, key| tag_id.nil? && key.nil? }
-        @host.clear
-        hold?
-        return
-      end
-
       keys = []
+      cleared = false
       rows.each do |_id, tag_id, key|
-        tag_id ? @dependencies.drop_copies(tag_id) : keys << key.b
+        if tag_id
+          @dependencies.drop_copies(tag_id) # memcached's copy too, whether or not L1 is cleared
+        elsif key
+          keys << key.b
+        else
+          cleared = true
+        end
       end
-      drop_stale(keys.uniq) unless keys.empty?
+      return drop_stale(keys.uniq) unless cleared
+
+      @host.clear
+      hold?
     end
 
     # Deletes L1's copies of keys unless the SQL tier holds the same bytes.
     def drop_stale(keys)
+      return if keys.empty?
+
       held = @host.get_multi(keys)
       return if held.empty?
 
