@@ -2,6 +2,7 @@
 
 require_relative "strata_store/store_case"
 require "strata/tiers/sql"
+require "minitest/mock"
 require "rbconfig"
 require "support/child_processes"
 
@@ -41,6 +42,14 @@ class PollerTest < Strata::StoreCase
     poller = Strata::Poller.new(l1, sql, stack.dependencies, on_error: ->(error, _) { raise error }, interval: 1,
       listen: false, gap_timeout: 10)
     [stack, poller]
+  end
+
+  def gaps(stack)
+    stack[:l1].get(Strata::Poller::STATE_KEY).unpack("q<*").drop(2).each_slice(2).map(&:first)
+  end
+
+  def execute(sql)
+    Strata::Tiers::SQL.new(path: sql_path).tap { |tier| @stores << tier }.connection_class.connection_pool.with_connection { |c| c.execute(sql) }
   end
 
   def test_a_store_runs_a_poller_only_over_l1_and_a_logging_sql_tier
@@ -160,6 +169,29 @@ class PollerTest < Strata::StoreCase
     cache.write("k", "v") # at once: the first round may not have run yet
     assert wait_until(BOUND) { poller_of(cache).last_seen }
     refute_nil cache.stack[:l1].get(tier_key(cache, "k")), "L1 keeps what was written since the store opened it"
+  end
+
+  # An id skipped past is read again each round until it appears, or for gap_timeout (a
+  # rolled-back transaction's id never does).
+  def test_a_gap_is_read_again_until_it_fills_or_times_out
+    stack, poller = driven
+    poller.round
+    head = stack[:l3].log_head
+    log = Strata::Tiers::SQL::Schema.log_table("strata_entries")
+    insert = ->(id, key) { execute("INSERT INTO #{log} (id, created_at, key) VALUES (#{id}, #{Strata::Entry.now}, x'#{key.unpack1("H*")}')") }
+    insert.call(head + 3, "c")
+    poller.round
+    assert_equal [head + 1, head + 2], gaps(stack)
+    stack[:l1].set("b", "stale")
+    insert.call(head + 2, "b")
+    poller.round
+    assert_nil stack[:l1].get("b"), "the row that filled a gap is applied"
+    assert_equal [head + 1], gaps(stack)
+
+    later = Strata::Entry.now + 11_000
+    Strata::Entry.stub(:now, later) { poller.round }
+    assert_empty gaps(stack), "after gap_timeout it counts as rolled back"
+    assert_equal head + 3, poller.last_seen
   end
 
   def test_a_forked_child_runs_its_own_poller_thread
