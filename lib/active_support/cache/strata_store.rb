@@ -69,12 +69,12 @@ module ActiveSupport
       # The Strata::Stack behind this store, for stats and tools.
       attr_reader :stack
 
-      # The fetch being read through in this fiber (Thread#[] is fiber-local).
-      FILL = :__strata_store_fill
-      # The fetch_multi under way in this fiber: its fills by key, for its one read_multi_entries
-      # (MULTI_READ, cleared by that read) and for its write_multi_entries (MULTI_FILLS).
-      MULTI_READ = :__strata_store_multi_read
-      MULTI_FILLS = :__strata_store_multi_fills
+      # The read-throughs under way in this fiber (Thread#[] is fiber-local; see #read_throughs).
+      READ_THROUGHS = :__strata_store_read_throughs
+      # One fiber's read-throughs: fill, the Strata::Fill of the innermost fetch; multi, the
+      # innermost fetch_multi's fills by key (for its write_multi_entries), and multi_unread,
+      # whether that fetch_multi has yet to read its misses through (its one read_multi_entries).
+      ReadThroughs = Struct.new(:fill, :multi, :multi_unread)
       # The Strata::Dependencies::Capture of the fetch block running in this fiber.
       CAPTURE = :__strata_store_capture
       INVALIDATE_EVENT = "invalidate.strata"
@@ -116,7 +116,7 @@ module ActiveSupport
       # the misses: each name no tier holds is read through as #fetch would (read_multi_entries),
       # in key order, so two fetch_multis of the same names take their host locks in one order.
       # A value another caller filled meanwhile counts as a hit; this caller computes the rest and
-      # holds their fills until write_multi_entries has written them (Stack#finish after).
+      # holds their fills until write_multi_entries has written them (Fill#finish after).
       def fetch_multi(*names, &block)
         raise ArgumentError, "Missing block: `Cache#fetch_multi` requires a block." unless block
 
@@ -124,15 +124,17 @@ module ActiveSupport
         return super(*names, options, &block) if names.empty? || merged_options(options)[:force]
 
         fills = {}
-        outer = Thread.current[MULTI_FILLS]
-        Thread.current[MULTI_FILLS] = Thread.current[MULTI_READ] = fills
+        state = read_throughs
+        outer = state.multi
+        state.multi = fills
+        state.multi_unread = true
         begin
           merged = merged_options(options)
           capturing(names.map { |name| normalize_key(name, merged) }, merged[:tags]) { super(*names, options, &block) }
         ensure
-          Thread.current[MULTI_READ] = nil
-          Thread.current[MULTI_FILLS] = outer
-          fills.each_value { |fill| @stack.finish(fill) }
+          state.multi_unread = false
+          state.multi = outer
+          fills.each_value(&:finish)
         end
       end
 
@@ -239,7 +241,7 @@ module ActiveSupport
       # A local cache serves the bytes it holds without the stack, whose on_stamps then says
       # nothing: their stamps are added here (see #served_locally).
       def read_bytes(key, event)
-        return @stack.get(key, event, reading_fill(key)) unless local_cache
+        return stack_read(key, event) unless local_cache
 
         served_locally(read_serialized_entry(key, event: event))
       end
@@ -256,27 +258,40 @@ module ActiveSupport
 
       # Only read_entry and the LocalCache layer call this; raw is the layer's.
       def read_serialized_entry(key, event: nil, raw: false)
-        @stack.get(key, event, reading_fill(key))
+        stack_read(key, event)
       end
 
-      # Runs the block as the read-through of key: a Strata::Fill is current in this fiber
-      # meanwhile (current_fill), and finished (locks and unused leases given back) after.
+      # The bytes under key: through the read-through of key when a fetch of it runs in this fiber
+      # (Strata::Fill#get: its first answer, until this fiber wrote or deleted key itself).
+      def stack_read(key, event)
+        fill = current_fill(key)
+        fill ? fill.get(event) : @stack.get(key, event)
+      end
+
+      # Runs the block as the read-through of key (Stack#read_through): its Strata::Fill is current
+      # in this fiber meanwhile (current_fill), and finished after.
       # host_probed: the host table was read for key just before, and held nothing live.
       def reading_through(key, host_probed = false)
-        fill = @stack.fill_for(key, host_probed)
-        outer = Thread.current[FILL]
-        Thread.current[FILL] = fill
-        begin
-          yield
-        ensure
-          Thread.current[FILL] = outer
-          @stack.finish(fill)
+        @stack.read_through(key, host_probed) do |fill|
+          state = read_throughs
+          outer = state.fill
+          state.fill = fill
+          begin
+            yield
+          ensure
+            state.fill = outer
+          end
         end
+      end
+
+      # This fiber's ReadThroughs: the one place the adapter keeps read-through state per fiber.
+      def read_throughs
+        Thread.current[READ_THROUGHS] ||= ReadThroughs.new(nil, nil, false)
       end
 
       # The Strata::Fill of the fetch of key running in this fiber, if any.
       def current_fill(key)
-        fill = Thread.current[FILL]
+        fill = read_throughs.fill
         fill if fill && fill.key == key && fill.owner.equal?(@stack)
       end
 
@@ -285,16 +300,8 @@ module ActiveSupport
         fill = current_fill(key)
         return fill if fill
 
-        fill = (fills = Thread.current[MULTI_FILLS]) && fills[key]
+        fill = (fills = read_throughs.multi) && fills[key]
         fill if fill&.owner.equal?(@stack)
-      end
-
-      # The fill a read of key goes through: the current one, until this fiber wrote or deleted
-      # key itself (a stale entry put back for race_condition_ttl, say). Reads after that, in
-      # the block or in a nested fetch, see the tiers as they are now, not the fill's first answer.
-      def reading_fill(key)
-        fill = current_fill(key)
-        fill unless fill&.rewritten
       end
 
       def write_entry(key, entry, **options)
@@ -335,7 +342,7 @@ module ActiveSupport
         if (capture = Thread.current[CAPTURE])
           capture.for?(key) ? capture.outer&.add(words) : capture.add(words)
         end
-        fill = Thread.current[FILL]
+        fill = read_throughs.fill
         fill.read_stamps = words if fill && fill.key == key
       end
 
@@ -368,10 +375,13 @@ module ActiveSupport
 
       def write_serialized_entry(key, payload, unless_exist: false, expires_in: nil, race_condition_ttl: nil, raw: false, **)
         ttl = write_ttl(expires_in, race_condition_ttl, raw)
-        fill = fill_of(key)
-        fill.rewritten = true if fill
+        fill = fill_of(key) # the write goes through it: see Strata::Fill#set
         failsafe(false) do
-          unless_exist ? @stack.add(key, payload, ttl: ttl) : @stack.set(key, payload, ttl: ttl, fill: fill)
+          if unless_exist
+            fill ? fill.add(payload, ttl: ttl) : @stack.add(key, payload, ttl: ttl)
+          else
+            fill ? fill.set(payload, ttl: ttl) : @stack.set(key, payload, ttl: ttl)
+          end
         end
       end
 
@@ -394,8 +404,7 @@ module ActiveSupport
 
       def delete_entry(key, **)
         fill = current_fill(key)
-        fill.rewritten = true if fill
-        @stack.delete(key)
+        fill ? fill.delete : @stack.delete(key)
       end
 
       # keys are normalized already. Each tier deletes them all in one call, bottom-up.
@@ -406,9 +415,10 @@ module ActiveSupport
       def read_multi_entries(names, event: nil, **options)
         keys_to_names = names.index_by { |name| normalize_key(name, options) }
         found = @stack.get_multi(keys_to_names.keys, event)
-        if (fills = Thread.current[MULTI_READ])
-          Thread.current[MULTI_READ] = nil # only fetch_multi's own read reads through
-          read_through_misses(keys_to_names.keys - found.keys, found, fills, event)
+        state = read_throughs
+        if state.multi_unread
+          state.multi_unread = false # only fetch_multi's own read reads through
+          read_through_misses(keys_to_names.keys - found.keys, found, state.multi, event)
         end
         keys_to_names.each_with_object({}) do |(key, name), results|
           next unless (bytes = found[key])
@@ -421,12 +431,12 @@ module ActiveSupport
       end
 
       # fetch_multi's read-through of the keys no tier held: each gets a fill (kept in fills until
-      # fetch_multi ends), and what another caller filled meanwhile goes into found. The host
-      # table was read for them just before (get_multi reads it first).
+      # fetch_multi ends, which finishes them), and what another caller filled meanwhile goes into
+      # found. The host table was read for them just before (get_multi reads it first).
       def read_through_misses(keys, found, fills, event)
         keys.sort.each do |key|
-          fill = fills[key] ||= @stack.fill_for(key, true)
-          bytes = @stack.get(key, event, fill)
+          fill = fills[key] ||= @stack.read_through(key, true)
+          bytes = fill.get(event)
           found[key] = bytes if bytes
         end
       end
