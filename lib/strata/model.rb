@@ -58,6 +58,7 @@ module Strata
 
       after_save :strata_changed
       after_destroy :strata_changed
+      after_touch :strata_touched
       after_commit :strata_committed
       after_rollback :strata_rolled_back
     end
@@ -143,17 +144,27 @@ module Strata
     # after_save, after_destroy: this change's tags wait for the transaction's end. A save that
     # changed nothing changes no tag.
     def strata_changed
-      return if !destroyed? && saved_changes.empty?
+      strata_pending(true) if destroyed? || saved_changes.any?
+    end
 
+    # after_touch (touch, and belongs_to touch: true): a change of the record, not of its keys.
+    # A touch that wrote nothing (no timestamp column) gets no after_commit: nothing to wait for.
+    def strata_touched
+      strata_pending(false) if trigger_transactional_callbacks?
+    end
+
+    # Adds the tags of this change to the transaction's pending ones. keys_changed: the save may
+    # have changed foreign keys (the parents before count too) or the primary key.
+    def strata_pending(keys_changed)
       store = self.class.strata_store
       seen = Set.new
       tags = [cache_tag, self.class.cache_tag]
       seen << cache_tag
-      if (previous = strata_previous_id)
+      if keys_changed && (previous = strata_previous_id)
         tags << self.class.cache_tag_for(previous)
         seen << tags.last
       end
-      strata_cascade_tags(tags, seen, true)
+      strata_cascade_tags(tags, seen, keys_changed)
       connection = strata_connection
       TransactionTags.add(connection, connection.current_transaction, store, tags.uniq)
     end

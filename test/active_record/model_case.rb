@@ -48,6 +48,7 @@ module Strata
         connection.create_table(:bugs) do |t|
           t.string :title
           t.references :project
+          t.datetime :updated_at
         end
         connection.create_table(:bug_tags) do |t|
           t.string :name
@@ -62,6 +63,9 @@ module Strata
     def teardown
       Strata::Model.cache_store = nil
       Record.remove_connection
+      leftover = Strata::TransactionTags.current
+      ActiveSupport::IsolatedExecutionState.delete(Strata::TransactionTags::KEY)
+      assert_nil leftover, "every transaction's tags were taken or forgotten when it ended"
     end
 
     # Counts the block's runs: fetch(key, tags:) through counted returns how many ran so far.

@@ -43,6 +43,32 @@ class StrataModelTest < Strata::ModelCase
     assert_equal 1, counted("other", other.cache_tag)
   end
 
+  def test_touch_invalidates
+    bug = Bug.create!(title: "crash")
+    counted("bug", bug.cache_tag)
+
+    bug.touch
+    assert_nil Strata::TransactionTags.current
+    assert_equal 2, counted("bug", bug.cache_tag)
+
+    project = Project.create!(name: "p") # no timestamp: its touch writes nothing, and changes nothing
+    counted("project", project.cache_tag)
+    project.touch
+    assert_nil Strata::TransactionTags.current, "nothing left pending"
+    assert_equal 1, counted("project", project.cache_tag)
+  end
+
+  def test_a_primary_key_change_invalidates_the_old_and_the_new_tag
+    bug = Bug.create!(title: "crash")
+    old_tag = bug.cache_tag
+    counted("old", old_tag)
+    counted("new", "bugs/#{bug.id + 100}")
+
+    bug.update!(id: bug.id + 100)
+    assert_equal 2, counted("old", old_tag)
+    assert_equal 2, counted("new", "bugs/#{bug.id}")
+  end
+
   def test_a_save_that_changes_nothing_invalidates_nothing
     bug = Bug.create!(title: "crash")
     counted("bug", bug.cache_tag)
@@ -54,11 +80,11 @@ class StrataModelTest < Strata::ModelCase
   def test_a_cascade_invalidates_the_parent_without_touching_its_row
     bug = Bug.create!(title: "crash")
     counted("bug", bug.cache_tag)
-    updated_at = Bug.find(bug.id).attributes
+    row = Bug.find(bug.id).attributes
 
     tag = BugTag.create!(bug: bug, name: "ui")
     assert_equal 2, counted("bug", bug.cache_tag), "adding a tag changes its bug"
-    assert_equal updated_at, Bug.find(bug.id).attributes, "the bugs row is untouched"
+    assert_equal row, Bug.find(bug.id).attributes, "the bugs row is untouched"
 
     tag.update!(name: "ux")
     assert_equal 3, counted("bug", bug.cache_tag)
