@@ -40,6 +40,12 @@ module Strata
         pending ? pending.include_any?(stamps) : false
       end
 
+      # hides? for a decoded Strata::Entry: its stamps are unpacked only when something is pending.
+      def hides_entry?(entry)
+        pending = current
+        pending ? pending.include_any?(entry.stamps) : false
+      end
+
       # Records that a change made in transaction (open on connection) touched tags (Strings),
       # to be invalidated through store when it commits.
       def add(connection, transaction, store, tags)

@@ -90,7 +90,7 @@ module ActiveSupport
           return Entry.new(counter_value(bytes, raw)) if Strata::Entry.counter?(bytes)
 
           decoded = Strata::Entry.decode(bytes)
-          return nil if decoded.flags & Strata::Entry::STAMPED != 0 && Strata::TransactionTags.hides?(decoded.stamps)
+          return nil if decoded.flags & Strata::Entry::STAMPED != 0 && Strata::TransactionTags.hides_entry?(decoded)
 
           value = begin
             load_value(decoded)
@@ -112,7 +112,7 @@ module ActiveSupport
           return counter_value(bytes, raw) if Strata::Entry.counter?(bytes)
 
           decoded = Strata::Entry.decode(bytes)
-          return MISS if decoded.flags & Strata::Entry::STAMPED != 0 && Strata::TransactionTags.hides?(decoded.stamps)
+          return MISS if decoded.flags & Strata::Entry::STAMPED != 0 && Strata::TransactionTags.hides_entry?(decoded)
 
           expires_at = decoded.expires_at_seconds
           return MISS if expires_at && expires_at <= Time.now.to_f
