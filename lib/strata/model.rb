@@ -1,5 +1,6 @@
 # frozen_string_literal: true
 
+require "set"
 require "active_record"
 require "strata/transaction_tags"
 
@@ -127,8 +128,6 @@ module Strata
       self.class.strata_cascades.each do |name|
         reflection = strata_reflection(name)
         strata_parents(reflection, changed).each do |klass, id|
-          next if id.nil?
-
           if klass.include?(Model)
             klass.strata_tags_of(id, tags, seen)
           elsif seen.add?(tag = "#{klass.table_name}/#{id}")
@@ -206,13 +205,17 @@ module Strata
     def strata_parents(reflection, changed)
       key = reflection.foreign_key
       type = reflection.foreign_type if reflection.polymorphic?
-      now = destroyed? ? ->(attribute) { attribute_in_database(attribute) } : ->(attribute) { self[attribute] }
-      parents = [[strata_parent_class(reflection, type && now.call(type)), now.call(key)]]
+      parents = [[strata_parent_class(reflection, type && strata_value(type)), strata_value(key)]]
       if changed && !destroyed? && (saved_change_to_attribute?(key) || (type && saved_change_to_attribute?(type)))
         before = type && attribute_before_last_save(type)
         parents << [strata_parent_class(reflection, before), attribute_before_last_save(key)]
       end
       parents.select { |klass, id| klass && id }
+    end
+
+    # attribute's value in the row: a destroyed record's as it was deleted.
+    def strata_value(attribute)
+      destroyed? ? attribute_in_database(attribute) : self[attribute]
     end
 
     def strata_parent_class(reflection, type)

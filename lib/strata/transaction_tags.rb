@@ -14,8 +14,10 @@ module Strata
   #
   # A change is kept with the transaction (Active Record's, real or savepoint) it was made in.
   # When a transaction rolls back, the changes made in it (and in the savepoints it held) are
-  # forgotten: nothing is invalidated. When the outermost transaction commits, every change of
-  # that connection that was not rolled back is taken (#committed) and invalidated by the model.
+  # forgotten: nothing is invalidated. When the transaction that runs the after_commit callbacks
+  # commits (the outermost one, or one inside a non-joinable transaction), every change of that
+  # connection whose transaction has ended and was not rolled back is taken (#committed) and
+  # invalidated by the model.
   # With nothing pending, the context holds nil: the store's check is then one nil check.
   #
   # Not shared: each context has its own, and only that context uses it.
@@ -59,7 +61,7 @@ module Strata
       end
 
       # The changes made through connection that committed, store => [tag, ...], now forgotten.
-      # Empty unless connection's outermost transaction has committed.
+      # Changes in transactions still open stay.
       def committed(connection)
         pending = current
         return {} unless pending
@@ -104,14 +106,17 @@ module Strata
       reset(kept) unless kept.size == @changes.size
     end
 
-    # See TransactionTags.committed.
+    # See TransactionTags.committed: the changes of connection whose transaction has ended. That
+    # is every change of the transaction whose after_commit runs (savepoints released in it
+    # included), whether it is the outermost or a non-joinable transaction's child, as in tests
+    # that run in a transaction.
     def take(connection)
-      mine, others = @changes.partition { |change| change.connection.equal?(connection) }
-      return {} if mine.empty? || connection.transaction_open?
+      ended, open = @changes.partition { |change| change.connection.equal?(connection) && change.transaction.state.finalized? }
+      return {} if ended.empty?
 
-      reset(others)
-      taken = Hash.new { |hash, store| hash[store] = [] }
-      mine.each { |change| taken[change.store].concat(change.tags) unless dropped?(change.transaction) }
+      reset(open)
+      taken = {}
+      ended.each { |change| (taken[change.store] ||= []).concat(change.tags) unless dropped?(change.transaction) }
       taken.transform_values(&:uniq)
     end
 

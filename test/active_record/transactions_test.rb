@@ -142,6 +142,25 @@ class StrataTransactionsTest < Strata::ModelCase
     assert_nil store.read("listed")
   end
 
+  # As in a Rails test that runs in a transaction (use_transactional_tests): the app's
+  # transactions are savepoints whose commit runs after_commit.
+  def test_inside_a_non_joinable_transaction_the_inner_commit_invalidates
+    bug = Bug.create!(title: "old")
+    store.fetch("bug", tags: bug.cache_tag) { "old" }
+
+    Record.transaction(joinable: false) do
+      Bug.transaction do
+        bug.update!(title: "new")
+        Bug.transaction(requires_new: true) { BugTag.create!(bug: bug, name: "ui") }
+      end
+      assert_nil Strata::TransactionTags.current, "the after_commit took every change"
+      assert_nil store.read("bug"), "invalidated"
+      assert_equal "new", store.fetch("bug", tags: bug.cache_tag) { "new" }
+      assert_equal "new", store.read("bug"), "cached again: nothing pending"
+      raise ActiveRecord::Rollback
+    end
+  end
+
   def test_fetch_multi_inside_the_transaction_bypasses
     bug = Bug.create!(title: "old")
     store.fetch_multi("a", "b", tags: bug.cache_tag) { |name| "#{name}1" }
