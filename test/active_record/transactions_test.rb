@@ -32,6 +32,19 @@ class StrataTransactionsTest < Strata::ModelCase
     assert_equal "new", store.read("bug"), "cached again after the commit"
   end
 
+  def test_inside_the_transaction_entries_without_the_changed_tags_are_served
+    bug = Bug.create!(title: "old")
+    store.write("plain", "untagged")
+    store.write("keyed", "other tags", tags: "projects/1")
+
+    Bug.transaction do
+      bug.update!(title: "new")
+      assert_equal "untagged", store.read("plain")
+      assert_equal "other tags", store.fetch("keyed", tags: bug.cache_tag) { "computed" },
+        "a fetch reads its key: what is there was not stamped with the bug"
+    end
+  end
+
   def test_p7_a_rollback_invalidates_nothing
     bug = Bug.create!(title: "old")
     tag = BugTag.create!(bug: bug, name: "ui")
