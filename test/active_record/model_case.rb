@@ -41,6 +41,13 @@ module Strata
       strata_cascade :comment
     end
 
+    class Attachment < Record
+      include Strata::Model
+
+      belongs_to :owner, polymorphic: true
+      strata_cascade :owner
+    end
+
     def setup
       Record.establish_connection(adapter: "sqlite3", database: File.join(@tmpdir, "app.sqlite3"), pool: 5)
       Record.connection_pool.with_connection do |connection|
@@ -56,6 +63,7 @@ module Strata
         end
         connection.create_table(:comments) { |t| t.string :body }
         connection.create_table(:notes) { |t| t.references :comment }
+        connection.create_table(:attachments) { |t| t.references :owner, polymorphic: true }
       end
       Strata::Model.cache_store = store
     end

@@ -105,6 +105,21 @@ class StrataModelTest < Strata::ModelCase
     assert_equal 1, counted(third.cache_tag, third.cache_tag), "an unrelated bug"
   end
 
+  def test_a_polymorphic_cascade_follows_the_type
+    bug = Bug.create!(title: "crash")
+    project = Project.create!(name: "p")
+    attachment = Attachment.create!(owner: bug)
+    counted("bug", bug.cache_tag)
+    counted("project", project.cache_tag)
+
+    attachment.update!(owner: project)
+    assert_equal 2, counted("bug", bug.cache_tag), "the owner before"
+    assert_equal 2, counted("project", project.cache_tag), "the owner after"
+    attachment.destroy!
+    assert_equal 3, counted("project", project.cache_tag)
+    assert_equal 2, counted("bug", bug.cache_tag)
+  end
+
   def test_cascades_are_transitive_and_end_on_loops
     project = Project.create!(name: "p")
     bug = Bug.create!(title: "crash", project: project)
