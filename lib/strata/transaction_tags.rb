@@ -9,16 +9,15 @@ module Strata
   # ActiveSupport::IsolatedExecutionState, which Active Record's connections follow). Until the
   # transaction commits, those changes are visible to this context only, so a cached value that
   # depends on one of these tags is neither served nor cached here (docs/coherence.md, "Active
-  # Record"): the store asks hides? of the stamps of each stamped entry it reads and of each entry
-  # it writes. Other contexts see nothing pending and use the cache as usual.
+  # Record"): the store asks hides_entry? of each stamped entry it reads, and hides? of the stamps
+  # of each entry it writes. Other contexts see nothing pending and use the cache as usual.
   #
   # A change is kept with the transaction (Active Record's, real or savepoint) it was made in.
   # When a transaction rolls back, the changes made in it (and in the savepoints it held) are
   # forgotten: nothing is invalidated. When the transaction that runs the after_commit callbacks
   # commits (the outermost one, or one inside a non-joinable transaction), every change of that
   # connection whose transaction has ended and was not rolled back is taken (#committed) and
-  # invalidated by the model.
-  # With nothing pending, the context holds nil: the store's check is then one nil check.
+  # invalidated by the model. With nothing pending, the context holds nil.
   #
   # Not shared: each context has its own, and only that context uses it.
   class TransactionTags
