@@ -9,6 +9,7 @@ require "concurrent/map"
 require "strata"
 require "strata/entry"
 require "strata/stack"
+require "strata/transaction_tags"
 require "active_support/cache/strata_store/codec"
 require "active_support/cache/strata_store/failure_reports"
 require "active_support/cache/strata_store/unobserved_reads"
@@ -305,7 +306,18 @@ module ActiveSupport
       end
 
       def write_entry(key, entry, **options)
-        write_serialized_entry(key, serialize_entry(entry, stamps: stamps_for(key, options[:tags]), **options), **options)
+        stamps = stamps_for(key, options[:tags])
+        return withheld(key) if Strata::TransactionTags.hides?(stamps)
+
+        write_serialized_entry(key, serialize_entry(entry, stamps: stamps, **options), **options)
+      end
+
+      # A value that depends on changes a transaction open in this thread has not committed is
+      # not cached (Strata::TransactionTags): a fetch's result is left unwritten; a write deletes
+      # the key, whose old value may not carry the tag. False: nothing was stored.
+      def withheld(key)
+        delete_entry(key) unless Thread.current[CAPTURE]&.for?(key)
+        false
       end
 
       # The base fetch runs its block here: the block's dependencies are captured around it.
@@ -447,7 +459,12 @@ module ActiveSupport
       # or fetch_multi's misses) go key by key, through the fill protocol.
       def write_multi_entries(hash, **options)
         tags = options[:tags]
-        payloads = hash.to_h { |key, entry| [key, serialize_entry(entry, stamps: stamps_for(key, tags), **options)] }
+        payloads = hash.each_with_object({}) do |(key, entry), kept|
+          stamps = stamps_for(key, tags)
+          next withheld(key) if Strata::TransactionTags.hides?(stamps)
+
+          kept[key] = serialize_entry(entry, stamps: stamps, **options)
+        end
         if options[:unless_exist]
           payloads.each { |key, payload| write_serialized_entry(key, payload, **options) }
         else
