@@ -41,6 +41,13 @@ module Strata
         pending ? pending.include_any?(stamps) : false
       end
 
+      # Whether a transaction open in this context changed one of tag ids (a fetch's own tags:):
+      # the fetch then neither reads nor writes its key.
+      def hides_ids?(ids)
+        pending = current
+        pending ? pending.include_ids?(ids) : false
+      end
+
       # hides? for a decoded Strata::Entry: its stamps are unpacked only when something is pending.
       def hides_entry?(entry)
         pending = current
@@ -92,6 +99,10 @@ module Strata
 
     def include_any?(stamps)
       stamps.any? { |id, _| @ids.key?(id) }
+    end
+
+    def include_ids?(ids)
+      ids.any? { |id| @ids.key?(id) }
     end
 
     def empty?

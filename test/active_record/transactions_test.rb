@@ -40,9 +40,12 @@ class StrataTransactionsTest < Strata::ModelCase
     Bug.transaction do
       bug.update!(title: "new")
       assert_equal "untagged", store.read("plain")
-      assert_equal "other tags", store.fetch("keyed", tags: bug.cache_tag) { "computed" },
-        "a fetch reads its key: what is there was not stamped with the bug"
+      assert_equal "other tags", store.fetch("keyed") { "computed" }, "a fetch without the changed tags reads its key"
+      assert_equal "computed", store.fetch("keyed", tags: bug.cache_tag) { "computed" },
+        "a fetch tagged with a changed tag does not read its key, whatever is there"
+      assert_equal({"keyed" => "computed"}, store.fetch_multi("keyed", tags: bug.cache_tag) { "computed" })
     end
+    assert_equal "other tags", store.read("keyed"), "and writes nothing"
   end
 
   def test_p7_a_rollback_invalidates_nothing

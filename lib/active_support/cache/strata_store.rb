@@ -122,7 +122,13 @@ module ActiveSupport
         raise ArgumentError, "Missing block: `Cache#fetch_multi` requires a block." unless block
 
         options = names.extract_options!
-        return super(*names, options, &block) if names.empty? || merged_options(options)[:force]
+        merged = merged_options(options)
+        return super(*names, options, &block) if names.empty? || merged[:force]
+
+        keys = names.map { |name| normalize_key(name, merged) }
+        if hidden_by_transaction?(merged)
+          return capturing(keys, merged[:tags]) { super(*names, options.merge(force: true), &block) }
+        end
 
         fills = {}
         state = read_throughs
@@ -130,8 +136,7 @@ module ActiveSupport
         state.multi = fills
         state.multi_unread = true
         begin
-          merged = merged_options(options)
-          capturing(names.map { |name| normalize_key(name, merged) }, merged[:tags]) { super(*names, options, &block) }
+          capturing(keys, merged[:tags]) { super(*names, options, &block) }
         ensure
           state.multi_unread = false
           state.multi = outer
@@ -147,6 +152,7 @@ module ActiveSupport
 
         merged = options ? merged_options(options) : @options
         return super if merged[:force]
+        return super(name, merged.merge(force: true), &block) if hidden_by_transaction?(merged)
 
         key = normalize_key(name, merged)
         return super if current_fill(key) # UnobservedReads began this read-through
@@ -310,6 +316,13 @@ module ActiveSupport
         return withheld(key) if Strata::TransactionTags.hides?(stamps)
 
         write_serialized_entry(key, serialize_entry(entry, stamps: stamps, **options), **options)
+      end
+
+      # Whether options' tags: name a tag a transaction open in this thread changed: the fetch
+      # then runs as with force: true (no read), and its write is withheld (#write_entry).
+      def hidden_by_transaction?(options)
+        tags = options[:tags]
+        (tags && Strata::TransactionTags.current) ? Strata::TransactionTags.hides_ids?(tag_ids(tags)) : false
       end
 
       # A value that depends on changes a transaction open in this thread has not committed is
