@@ -4,15 +4,15 @@ require "etc"
 require "optparse"
 require "time"
 require_relative "cases"
-require_relative "client_cpu"
-require_relative "client_cpu_report"
+require_relative "research/client_cpu"
+require_relative "research/client_cpu_report"
 require_relative "environment"
 require_relative "format"
 require_relative "hit_ratio"
 require_relative "host_load"
 require_relative "json_report"
 require_relative "l1_footprint"
-require_relative "miss_cost"
+require_relative "research/miss_cost"
 require_relative "multi_process"
 require_relative "report"
 require_relative "runner"
@@ -28,8 +28,11 @@ module Strata
     # reports, and writes JSON and charts when asked. Progress and notes go to stderr, results to
     # stdout.
     #
-    # With no options every store runs; the ones that need memcached are skipped with a note when
-    # it does not answer, so a fresh machine runs the embedded ones (strata_store is L1 + SQLite).
+    # With no options the stores a Rails app chooses between run (Stores::DEFAULT), with
+    # Runner::STANDARD timing: a few minutes. The ones that need memcached are skipped with a note
+    # when it does not answer, so a fresh machine runs the embedded ones (strata_store is L1 +
+    # SQLite). --full runs every store with longer cells, and the research reports (client CPU,
+    # miss cost) whose conclusions docs/benchmarks.md keeps.
     class CLI
       # Extra reports tied to strata_l1; they run when strata_l1 is selected and loads.
       EXTRAS = {two_process: MultiProcess, hit_ratio: HitRatio, l1_footprint: L1Footprint}.freeze
@@ -59,17 +62,21 @@ module Strata
       private
 
       def parse
-        options = {quick: false, reports: true, stores: Stores.names, cases: Cases.names}
+        options = {quick: false, full: false, reports: true, stores: nil, cases: Cases.names}
         parser = OptionParser.new do |o|
-          o.banner = "Usage: bin/bench [options]\nRuns every case on every store with benchmark-ips (DESIGN section 9)."
+          o.banner = "Usage: bin/bench [options]\nRuns every case on the stores a Rails app chooses between, with benchmark-ips (DESIGN section 9)."
           o.on("--quick", "short warmup and measurement (CI smoke test; nothing is asserted)") { options[:quick] = true }
+          o.on("--full", "every store, longer cells, and the research reports (client CPU, miss cost)") do
+            options[:full] = true
+          end
           o.on("--json FILE", "also write the results as JSON") { |file| options[:json] = file }
           o.on("--plot DIR", "also write one SVG chart per case into DIR") { |dir| options[:plot] = dir }
-          o.on("--stores LIST", Array, "only these stores (#{Stores.names.join(",")})") { |l| options[:stores] = l }
+          o.on("--stores LIST", Array, "only these stores (default #{Stores.default_names.join(",")}; " \
+            "also #{(Stores.names - Stores.default_names).join(",")})") { |l| options[:stores] = l }
           o.on("--cases LIST", Array, "only these cases (#{Cases.names.join(",")})") { |l| options[:cases] = l }
-          o.on("--[no-]reports", "two-process, hit-ratio and footprint reports (default on; need strata_l1), " \
+          o.on("--[no-]reports", "two-process, hit-ratio and footprint reports (default on; need strata_l1 or strata_store_l1), " \
             "tag hit and invalidate_tags cost and cross-host staleness (need strata_store); " \
-            "the client CPU, targets and miss cost reports follow the stores and cases run") do |on|
+            "the targets report follows the stores and cases run") do |on|
             options[:reports] = on
           end
           o.on("-h", "--help", "this text") do
@@ -80,6 +87,9 @@ module Strata
         @usage = parser.to_s
         parser.parse!(@argv)
         raise OptionParser::NeedlessArgument, @argv.join(" ") unless @argv.empty?
+        raise OptionParser::AmbiguousOption, "--quick and --full" if options[:quick] && options[:full]
+
+        options[:stores] ||= options[:full] ? Stores.names : Stores.default_names
 
         check_names(options[:stores], Stores.names, "store")
         check_names(options[:cases], Cases.names, "case")
@@ -94,7 +104,7 @@ module Strata
       end
 
       def bench(env, options)
-        timing = options[:quick] ? Runner::QUICK : Runner::FULL
+        timing = timing(options)
         cases = options[:cases].map { |name| Cases.find(name) }
         stores, skipped = select_stores(env, options[:stores])
         meta = meta(env, options, timing)
@@ -105,19 +115,33 @@ module Strata
         # from a small heap rather than copy-on-write faulting through one the matrix grew.
         extras = options[:reports] ? run_extras(env, options, stores) : {}
         results = Runner.new(env, **timing, progress: @err).run(cases, stores)
-        cpu = ClientCpuReport.new(ClientCpu.new(env, seconds: cpu_seconds(options), progress: @err).run(cases, stores))
-        miss_cost = MissCost.new(env, results, skipped: skipped, warmup: timing[:warmup], time: timing[:time],
-          progress: @err).run
         targets = Targets.new(results)
         @out.puts
         @out.print Report.new(results, case_names: cases.map(&:name), store_names: stores.map { |s| s::NAME },
           skipped: skipped).render
         print_section(targets.render)
+        sections = {targets: targets.to_json_section}
+        sections.merge!(research(env, options, cases, stores, results, skipped, timing)) if options[:full]
+        print_extras(extras)
+        write_outputs(options, cases, results, skipped, extras.merge(sections), meta)
+      end
+
+      def timing(options)
+        return Runner::QUICK if options[:quick]
+
+        options[:full] ? Runner::FULL : Runner::STANDARD
+      end
+
+      # The research reports, printed; their JSON sections. They answered how the memcached clients
+      # spend CPU and what a miss costs beyond the block (docs/benchmarks.md); --full runs them
+      # again.
+      def research(env, options, cases, stores, results, skipped, timing)
+        cpu = ClientCpuReport.new(ClientCpu.new(env, seconds: cpu_seconds(options), progress: @err).run(cases, stores))
+        miss_cost = MissCost.new(env, results, skipped: skipped, warmup: timing[:warmup], time: timing[:time],
+          progress: @err).run
         print_section(cpu.render)
         print_section(MissCost.lines(miss_cost).join("\n") + "\n")
-        print_extras(extras)
-        sections = {client_cpu: cpu.to_json_section, targets: targets.to_json_section, miss_cost: miss_cost}
-        write_outputs(options, cases, results, skipped, extras.merge(sections), meta)
+        {client_cpu: cpu.to_json_section, miss_cost: miss_cost}
       end
 
       def cpu_seconds(options)
@@ -147,7 +171,7 @@ module Strata
       # The reports whose store is among those that run.
       def run_extras(env, options, stores)
         reports = {}
-        reports.merge!(EXTRAS) if stores.include?(Stores::StrataL1)
+        reports.merge!(EXTRAS) if stores.include?(Stores::StrataL1) || stores.include?(Stores::StrataStoreL1)
         reports.merge!(STORE_EXTRAS) if stores.include?(Stores::StrataStore)
         settings = options[:quick] ? {seconds: 0.5, warmup: 0.1, quick: true} : {}
         reports.to_h do |name, report_class|
@@ -183,19 +207,19 @@ module Strata
         {
           ruby: RUBY_DESCRIPTION, activesupport: gem_version("activesupport"), dalli: gem_version("dalli"),
           benchmark_ips: gem_version("benchmark-ips"), cache_format_version: ActiveSupport::Cache.format_version,
-          quick: options[:quick], warmup_s: timing[:warmup], time_s: timing[:time], settle_max_s: timing[:settle],
-          client_cpu_s: cpu_seconds(options), cpus: Etc.nprocessors,
+          quick: options[:quick], full: options[:full], warmup_s: timing[:warmup], time_s: timing[:time], settle_max_s: timing[:settle],
+          client_cpu_s: (cpu_seconds(options) if options[:full]), cpus: Etc.nprocessors,
           idle_cpus_before: HostLoad.idle_cpus,
           memcached: env.memcached_servers, scratch_dir: env.scratch_description, started_at: Time.now.utc.iso8601
         }
       end
 
       def header(meta)
-        "strata bench#{" --quick" if meta[:quick]}: #{meta[:ruby]}\n" \
+        "strata bench#{" --quick" if meta[:quick]}#{" --full" if meta[:full]}: #{meta[:ruby]}\n" \
           "activesupport #{meta[:activesupport]} (cache format #{meta[:cache_format_version]}), " \
           "dalli #{meta[:dalli]}, benchmark-ips #{meta[:benchmark_ips]}, " \
           "#{meta[:cpus]} CPUs (#{meta[:idle_cpus_before] || "?"} idle at start)\n" \
-          "memcached #{meta[:memcached].join(", ")}; tables in #{meta[:scratch_dir]}; " \
+          "memcached #{meta[:memcached].join(", ")}; #{meta[:scratch_dir]}; " \
           "warmup #{meta[:warmup_s]} s, time #{meta[:time_s]} s per cell"
       end
 

@@ -24,6 +24,7 @@ module Strata
         out = +""
         out << "iterations per second (higher is better; the median of #{Runner::ROUNDS} alternating rounds, ± half their spread; get_multi_100 counts calls of 100 keys)\n"
         out << table(["case", *@store_names], @case_names.map { |c| [c, *@store_names.map { |s| ips_cell(c, s) }] })
+        out << "\n" << floor_table if floor_ran?
         ratio_stores.each { |strata| out << "\n" << ratio_table(strata) }
         out << notes
         out
@@ -37,6 +38,19 @@ module Strata
         return "error" unless result.ok?
 
         "#{Format.ips(result.ips)} ±#{Format.pct(result.error_pct)}#{"!" if result.hit_mismatch?}"
+      end
+
+      def floor_ran?
+        @results.any? { |r| r.store == Stores::FLOOR && r.ok? } && @store_names.size > 1
+      end
+
+      # Every store's ips as a share of the Rails API's floor on the same case.
+      def floor_table
+        others = @store_names - [Stores::FLOOR]
+        title = "each store as a share of #{Stores::FLOOR} (Active Support's own work per call over a Hash; " \
+          "a store passes 1.00 only where it does less than Active Support itself)\n"
+        rows = @case_names.map { |c| [c, *others.map { |other| Format.ratio(ratio(c, other, Stores::FLOOR)) }] }
+        title + table(["case", *others], rows)
       end
 
       def ratio_stores

@@ -1,5 +1,7 @@
 # frozen_string_literal: true
 
+require "yaml"
+require_relative "cases"
 require_relative "format"
 require_relative "paired_ratio"
 require_relative "stores"
@@ -7,35 +9,34 @@ require_relative "text_table"
 
 module Strata
   module Bench
-    # The speed targets set as a ratio of two stores' ips on one case: each
-    # with the ratio this run measured and whether it met the target. Targets whose stores or case
-    # did not run are left out. (The miss cost target, a ratio of times, is MissCost's.)
-    # The ratio is a PairedRatio; the JSON report also gives the ratio of the two cells' medians,
-    # which is what the ratio tables print.
+    # The speed targets of bench/targets.yml, each a ratio of two stores' ips on one case, with
+    # the ratio this run measured and whether it met the target. Targets whose stores or case did
+    # not run are left out. The ratio is a PairedRatio; the JSON report also gives the ratio of the
+    # two cells' medians, which is what the ratio tables print.
     class Targets
       Target = Struct.new(:case_name, :store, :other, :min, keyword_init: true)
 
-      # "At most 1.05x slower than raw_socket", as a ratio of ips.
-      NEAR_RAW = 1 / 1.05
+      FILE = File.expand_path("targets.yml", __dir__)
 
-      ALL = [
-        *%w[hit_30b set_30b hit_25kb set_25kb].map do |case_name|
-          Target.new(case_name: case_name, store: Stores::StrataMemcached::NAME,
-            other: Stores::RawSocket::NAME, min: NEAR_RAW)
-        end,
-        *%w[hit_30b set_30b].map do |case_name|
-          Target.new(case_name: case_name, store: Stores::StrataMemcached::NAME,
-            other: Stores::DalliClient::NAME, min: 1.3)
-        end,
-        Target.new(case_name: "get_multi_100", store: Stores::StrataMemcached::NAME,
-          other: Stores::DalliClient::NAME, min: 1.0),
-        Target.new(case_name: "hit_30b", store: Stores::StrataStoreL2::NAME,
-          other: Stores::MemCacheStore::NAME, min: 1.2),
-        Target.new(case_name: "hit_30b", store: Stores::StrataSQL::NAME,
-          other: Stores::SolidCacheStore::NAME, min: 1.0),
-        Target.new(case_name: "hit_30b", store: Stores::StrataStoreFull::NAME,
-          other: Stores::MemCacheStore::NAME, min: 25.0)
-      ].freeze
+      # The targets in path, checked against the stores and cases the bench knows.
+      def self.load(path = FILE)
+        YAML.safe_load_file(path).map do |row|
+          Stores.find(row.fetch("store"))
+          Stores.find(row.fetch("other"))
+          Cases.find(row.fetch("case"))
+          Target.new(case_name: row["case"], store: row["store"], other: row["other"], min: ratio(row.fetch("min")))
+        end.freeze
+      end
+
+      # A number, or "a/b".
+      def self.ratio(min)
+        return Float(min) unless min.is_a?(String) && min.include?("/")
+
+        top, bottom = min.split("/", 2)
+        Float(top) / Float(bottom)
+      end
+
+      ALL = load
 
       # results: the matrix's Result list.
       def initialize(results)

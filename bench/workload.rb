@@ -15,8 +15,9 @@ module Strata
       # The store gave back something other than what it was given.
       class WrongValue < StandardError; end
 
-      # Keys that hit and set cases cycle through. Powers of two, so the index wraps with a mask.
-      # Small enough that every store keeps them beside the miss traffic (256 x 25 KiB = 6.4 MiB).
+      # Keys that hit and set cases cycle through, unless the case sets its own (Case#keys). Powers
+      # of two, so the index wraps with a mask. Small enough that every store keeps them beside the
+      # miss traffic (256 x 25 KiB = 6.4 MiB).
       POOL = {Cases::SMALL => 1024, Cases::LARGE => 256}.freeze
 
       RUNNERS = {fetch: {1.0 => :fetch_hits, 0.5 => :fetch_half, 0.0 => :fetch_misses},
@@ -27,7 +28,7 @@ module Strata
         @kase = kase
         @store = store
         @value = Values.bytes(kase.value_size)
-        pool = POOL.fetch(kase.value_size)
+        pool = kase.keys || POOL.fetch(kase.value_size)
         # Keys are frozen, as normalised cache keys are: a Hash then keeps the key object instead of
         # interning a copy, which would charge the floor for work a real store does not make it do.
         @keys = Array.new(pool) { |i| "#{prefix}:#{kase.name}:k#{i}".freeze }.freeze

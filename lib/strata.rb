@@ -4,6 +4,9 @@
 # the Rails adapter lives in active_support/cache/strata_store and is loaded by Rails
 # when a config names :strata_store.
 module Strata
+  # Active Record models opt in with include Strata::Model; loaded on first use, so Strata runs
+  # without Active Record.
+  autoload :Model, "strata/model"
 end
 
 require "strata/version"

@@ -5,8 +5,8 @@ require "securerandom"
 require "strata/stack"
 require "strata/tiers/memcached"
 
-# Stack read-through (Strata::SingleFlight) over a real host table and the test memcacheds. Each
-# interleaving is driven step by step from the test, not by sleeps.
+# Stack#read_through (its Strata::Fill, over Strata::SingleFlight) on a real host table and the
+# test memcacheds. Each interleaving is driven step by step from the test, not by sleeps.
 class SingleFlightTest < Minitest::Test
   Entry = Strata::Entry
 
@@ -38,13 +38,13 @@ class SingleFlightTest < Minitest::Test
   end
 
   def test_a_miss_everywhere_makes_the_caller_the_filler_and_its_fill_reaches_every_tier
-    fill = @stack.fill_for(@key)
-    assert_nil @stack.get(@key, nil, fill)
+    fill = @stack.read_through(@key)
+    assert_nil fill.get
     assert_predicate fill, :lease_pending?
     assert fill.host_lock
 
-    assert @stack.set(@key, entry("v"), ttl: 60, fill: fill)
-    @stack.finish(fill)
+    assert fill.set(entry("v"), ttl: 60)
+    fill.finish
     assert_equal entry("v"), @l1.get(@key)
     assert_equal entry("v"), @l2.get(@key)
     assert_nil fill.host_lock
@@ -52,16 +52,63 @@ class SingleFlightTest < Minitest::Test
     assert_empty @errors
   end
 
-  # After the caller's own probe of the host table (fill_for(key, true)), the read-through skips
-  # its first read there. A value that lands in the table between the probe and the read-through
-  # is still found: the host single-flight reads the table again once it holds the lock.
+  # With a block, the read-through is finished however the block ends: a block that raised gives
+  # back the host lock and the lease at once, so the next reader (here on another host, which
+  # would otherwise wait 30 s) wins the lease.
+  def test_a_block_read_through_gives_back_its_lock_and_lease_when_the_block_raises
+    held = nil
+    error = assert_raises(RuntimeError) do
+      @stack.read_through(@key) do |fill|
+        held = fill
+        assert_nil fill.get
+        assert_predicate fill, :lease_pending?
+        raise "the block failed"
+      end
+    end
+    assert_equal "the block failed", error.message
+    assert_nil held.host_lock
+    refute_predicate held, :lease_pending?
+    assert_empty @stack.keys, "the host lock is gone"
+
+    other_host = stack({l1: l1_table("host-b"), l2: @l2}, fill_wait: 30)
+    won = other_host.read_through(@key) do |fill|
+      assert_nil fill.get
+      fill.lease_pending?
+    end
+    assert won, "the block's value is read_through's"
+    assert_empty @errors
+  end
+
+  # The read-through reads the tiers once; later gets give that answer, until the caller itself
+  # writes or deletes the key (as Rails does to put a stale entry back): then they read the tiers.
+  # A write after a read that found a value is a plain write, not a fill.
+  def test_get_answers_from_its_first_read_until_the_caller_writes_or_deletes_the_key
+    @stack.set(@key, entry("old"), ttl: 60)
+    @stack.read_through(@key) do |fill|
+      assert_equal entry("old"), fill.get
+      @l1.set(@key, entry("changed under it"))
+      assert_equal entry("old"), fill.get, "the same answer, unread"
+      assert fill.delete
+      assert_nil fill.get, "after its own delete, the tiers as they are"
+      assert fill.set(entry("put back"), ttl: 60)
+      assert_equal entry("put back"), fill.get
+      refute fill.add(entry("not over it"), ttl: 60)
+    end
+    assert_equal entry("put back"), @l1.get(@key)
+    assert_equal entry("put back"), @l2.get(@key)
+    assert_empty @errors
+  end
+
+  # After the caller's own probe of the host table (read_through(key, true)), the read-through
+  # skips its first read there. A value that lands in the table between the probe and the
+  # read-through is still found: the host single-flight reads the table again under the lock.
   def test_a_probed_read_through_still_finds_a_value_written_after_the_probe
     assert_nil @stack.get_host(@key)
     @l1.set(@key, entry("landed after the probe"))
-    fill = @stack.fill_for(@key, true)
-    assert_equal entry("landed after the probe"), @stack.get(@key, nil, fill)
+    fill = @stack.read_through(@key, true)
+    assert_equal entry("landed after the probe"), fill.get
     refute_predicate fill, :lease_pending?, "found on the host: memcached is never asked"
-    @stack.finish(fill)
+    fill.finish
     assert_nil fill.host_lock
     assert_equal [@key], @stack.keys
     assert_empty @errors
@@ -72,10 +119,10 @@ class SingleFlightTest < Minitest::Test
     below = stack({l2: @l2, l1: @l1})
     @l1.set(@key, entry("host"))
     assert_nil below.get_host(@key)
-    fill = below.fill_for(@key, true)
+    fill = below.read_through(@key, true)
     refute fill.host_read
-    assert_equal entry("host"), below.get(@key, nil, fill) # memcached's lease first, then the table
-    below.finish(fill)
+    assert_equal entry("host"), fill.get # memcached's lease first, then the table
+    fill.finish
   end
 
   # The stale-fill property through the whole stack: A takes the lease, the key is invalidated
@@ -83,27 +130,27 @@ class SingleFlightTest < Minitest::Test
   def test_a_fill_that_took_its_lease_before_an_invalidate_is_dropped_everywhere
     @stack.set(@key, entry("old"), ttl: 60)
     @l1.delete(@key) # host A has not seen it yet
-    fill = @stack.fill_for(@key)
-    assert_equal entry("old"), @stack.get(@key, nil, fill), "a fresh value is a plain hit"
-    @stack.finish(fill)
+    fill = @stack.read_through(@key)
+    assert_equal entry("old"), fill.get, "a fresh value is a plain hit"
+    fill.finish
 
     @l2.invalidate(@key)
     @l1.delete(@key)
-    fill = @stack.fill_for(@key)
-    assert_nil @stack.get(@key, nil, fill), "the first reader after the invalidate refills"
+    fill = @stack.read_through(@key)
+    assert_nil fill.get, "the first reader after the invalidate refills"
     assert_predicate fill, :lease_pending?
 
     @stack.invalidate(@key) # a second change lands while A computes
 
-    refute @stack.set(@key, entry("computed before the change"), ttl: 60, fill: fill)
-    @stack.finish(fill)
+    refute fill.set(entry("computed before the change"), ttl: 60)
+    fill.finish
     assert_nil @l1.get(@key), "the host table dropped the refused fill"
 
     # (No plain get of memcached here: any mg of a stale item takes its refill win.)
-    refill = @stack.fill_for(@key)
-    assert_nil @stack.get(@key, nil, refill), "memcached kept the invalidation: the next reader wins the refill"
-    assert @stack.set(@key, entry("new"), ttl: 60, fill: refill)
-    @stack.finish(refill)
+    refill = @stack.read_through(@key)
+    assert_nil refill.get, "memcached kept the invalidation: the next reader wins the refill"
+    assert refill.set(entry("new"), ttl: 60)
+    refill.finish
     assert_equal entry("new"), @l2.get(@key)
     assert_equal entry("new"), @l1.get(@key)
   end
@@ -111,28 +158,26 @@ class SingleFlightTest < Minitest::Test
   def test_a_reader_that_lost_the_lease_is_served_the_stale_value_and_keeps_it_out_of_l1
     @l2.set(@key, entry("old"), ttl: 60)
     @l2.invalidate(@key)
-    winner = stack({l2: @l2}).fill_for(@key)
-    winner_stack = winner.owner
-    assert_nil winner_stack.get(@key, nil, winner)
+    winner = stack({l2: @l2}).read_through(@key)
+    assert_nil winner.get
 
-    loser = @stack.fill_for(@key)
+    loser = @stack.read_through(@key)
     info = {}
-    assert_equal entry("old"), @stack.get(@key, info, loser)
+    assert_equal entry("old"), loser.get(info)
     assert info[:stale]
     assert_equal :l2, info[:tier]
     assert_nil @l1.get(@key), "a stale value is not copied up"
-    @stack.finish(loser)
-    winner_stack.finish(winner)
+    loser.finish
+    winner.finish
   end
 
   def test_a_lease_loser_with_nothing_to_serve_waits_for_the_winners_value
-    winner = stack({l2: @l2}).fill_for(@key)
-    winner_stack = winner.owner
-    assert_nil winner_stack.get(@key, nil, winner)
+    winner = stack({l2: @l2}).read_through(@key)
+    assert_nil winner.get
 
     waiting = polling_reader(@stack)
-    assert winner_stack.set(@key, entry("winner's"), ttl: 60, fill: winner)
-    winner_stack.finish(winner)
+    assert winner.set(entry("winner's"), ttl: 60)
+    winner.finish
 
     value, loser = waiting.value
     assert_equal entry("winner's"), value
@@ -141,26 +186,26 @@ class SingleFlightTest < Minitest::Test
   end
 
   def test_a_filler_that_stores_nothing_frees_the_key_for_the_next_reader
-    fill = @stack.fill_for(@key)
-    assert_nil @stack.get(@key, nil, fill)
-    @stack.finish(fill) # the block raised, or returned nil with skip_nil
+    fill = @stack.read_through(@key)
+    assert_nil fill.get
+    fill.finish # the block raised, or returned nil with skip_nil
 
     other_host = stack({l1: l1_table("host-b"), l2: @l2}, fill_wait: 30)
-    next_fill = other_host.fill_for(@key)
-    assert_nil other_host.get(@key, nil, next_fill), "no 30 s wait: the lease was given back"
+    next_fill = other_host.read_through(@key)
+    assert_nil next_fill.get, "no 30 s wait: the lease was given back"
     assert_predicate next_fill, :lease_pending?
-    other_host.finish(next_fill)
+    next_fill.finish
   end
 
   def test_host_single_flight_one_process_fills_the_others_wait_for_it
     host = stack({l1: @l1})
-    holder = host.fill_for(@key)
-    assert_nil host.get(@key, nil, holder)
+    holder = host.read_through(@key)
+    assert_nil holder.get
     assert holder.host_lock
 
     waiting = polling_reader(host)
-    assert host.set(@key, entry("holder's"), ttl: 60, fill: holder)
-    host.finish(holder)
+    assert holder.set(entry("holder's"), ttl: 60)
+    holder.finish
 
     value, fill = waiting.value
     assert_equal entry("holder's"), value
@@ -169,15 +214,15 @@ class SingleFlightTest < Minitest::Test
 
   def test_when_the_lock_holder_gives_up_a_waiter_takes_over
     host = stack({l1: @l1})
-    holder = host.fill_for(@key)
-    assert_nil host.get(@key, nil, holder)
+    holder = host.read_through(@key)
+    assert_nil holder.get
 
     waiting = Thread.new do
-      fill = host.fill_for(@key)
-      [host.get(@key, nil, fill), fill.host_lock]
+      fill = host.read_through(@key)
+      [fill.get, fill.host_lock]
     end
     wait_for_polling(waiting)
-    host.finish(holder) # its block raised
+    holder.finish # its block raised
 
     value, lock = waiting.value
     assert_nil value, "the waiter computes"
@@ -186,47 +231,47 @@ class SingleFlightTest < Minitest::Test
 
   def test_a_waiter_computes_itself_after_fill_wait_and_never_deadlocks
     host = stack({l1: @l1}, fill_wait: 0.05)
-    holder = host.fill_for(@key)
-    assert_nil host.get(@key, nil, holder)
+    holder = host.read_through(@key)
+    assert_nil holder.get
 
-    fill = host.fill_for(@key)
-    assert_nil host.get(@key, nil, fill), "gives up waiting (or takes the lock once it lapses) and computes"
-    host.finish(fill)
-    host.finish(holder)
+    fill = host.read_through(@key)
+    assert_nil fill.get, "gives up waiting (or takes the lock once it lapses) and computes"
+    fill.finish
+    holder.finish
   end
 
   def test_a_lease_loser_that_waited_too_long_computes_but_writes_nothing
-    winner = stack({l2: @l2}).fill_for(@key)
-    assert_nil winner.owner.get(@key, nil, winner)
+    winner = stack({l2: @l2}).read_through(@key)
+    assert_nil winner.get
 
     impatient = stack({l2: @l2}, fill_wait: 0.05)
-    fill = impatient.fill_for(@key)
-    assert_nil impatient.get(@key, nil, fill)
+    fill = impatient.read_through(@key)
+    assert_nil fill.get
     assert_predicate fill, :unleased
-    refute impatient.set(@key, entry("unleased"), ttl: 60, fill: fill)
+    refute fill.set(entry("unleased"), ttl: 60)
     assert_nil @l2.get(@key), "the winner's lease is untouched"
-    assert winner.owner.set(@key, entry("winner's"), ttl: 60, fill: winner)
+    assert winner.set(entry("winner's"), ttl: 60)
     assert_equal entry("winner's"), @l2.get(@key)
   end
 
   def test_fill_wait_zero_is_a_plain_read
     plain = stack({l1: @l1, l2: @l2}, fill_wait: 0)
-    fill = plain.fill_for(@key)
-    assert_nil plain.get(@key, nil, fill)
+    fill = plain.read_through(@key)
+    assert_nil fill.get
     refute_predicate fill, :lease_pending?
     assert_nil fill.host_lock
-    assert plain.set(@key, entry("v"), ttl: 60, fill: fill)
+    assert fill.set(entry("v"), ttl: 60)
     assert_equal entry("v"), @l2.get(@key)
   end
 
   def test_memcached_down_the_host_tier_still_single_flights
     down = Strata::Tiers::Memcached.new(servers: ["127.0.0.1:1"], connect_timeout: 0.2, timeout: 0.2)
     host = stack({l1: @l1, l2: down})
-    fill = host.fill_for(@key)
-    assert_nil host.get(@key, nil, fill)
+    fill = host.read_through(@key)
+    assert_nil fill.get
     assert fill.host_lock
-    assert host.set(@key, entry("v"), ttl: 60, fill: fill)
-    host.finish(fill)
+    assert fill.set(entry("v"), ttl: 60)
+    fill.finish
     assert_equal entry("v"), @l1.get(@key)
     assert(@errors.any? { |_, tier| tier == :l2 }, "the failure was reported")
   ensure
@@ -239,10 +284,10 @@ class SingleFlightTest < Minitest::Test
   # is [what the read returned, its Fill], the fill finished.
   def polling_reader(stack)
     thread = Thread.new do
-      fill = stack.fill_for(@key)
-      [stack.get(@key, nil, fill), fill]
+      fill = stack.read_through(@key)
+      [fill.get, fill]
     ensure
-      stack.finish(fill) if fill
+      fill&.finish
     end
     wait_for_polling(thread)
     thread

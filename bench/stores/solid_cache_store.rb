@@ -32,7 +32,7 @@ module Strata
 
         def initialize(env)
           super
-          @path = env.table_path(NAME, ext: "sqlite3")
+          @path = env.disk_path(NAME, ext: "sqlite3")
           SolidCacheSetup.connect(@path)
           # The store's failsafe turns a database error into a miss; collect them for #check.
           @errors = []

@@ -11,9 +11,9 @@ module Strata
       class StrataL1 < Base
         NAME = "strata_l1"
 
-        # Holds every case's key pool many times over; miss cases still wrap the log and evict, as a
-        # full table does in production.
-        TABLE_BYTES = 64 * 1024 * 1024
+        # Holds every case's key pool, the 50 MiB one of the large cases included; miss cases still
+        # wrap the log and evict, as a full table does in production.
+        TABLE_BYTES = 128 * 1024 * 1024
 
         def self.unavailable_reason(env)
           StrataLoader.load_error("strata") ||

@@ -25,7 +25,7 @@ module Strata
 
         def initialize(env)
           super
-          @path = env.table_path(NAME, ext: "sqlite3")
+          @path = env.disk_path(NAME, ext: "sqlite3")
           @tier = Strata::Tiers::SQL.new(path: @path)
         end
 

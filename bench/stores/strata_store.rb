@@ -10,8 +10,8 @@ module Strata
     module Stores
       # ActiveSupport::Cache::StrataStore through the Rails API as the README sets it up: the
       # embedded default, L1 (a shared-memory table) over L3 (an SQLite file), no server needed.
-      # Hits are L1 hits; a miss reads through to SQLite and writes both tiers. Both files live in
-      # the run's private directory and go on close.
+      # Hits are L1 hits; a miss reads through to SQLite and writes both tiers. The table lives in the
+      # run's tmpfs directory, the SQLite file in its disk one; both go on close.
       class StrataStore < RailsCache
         include TierFailures
 
@@ -39,11 +39,11 @@ module Strata
         end
 
         def l1_tier(env)
-          {path: scratch_file(env, "table"), size: StrataL1::TABLE_BYTES}
+          {path: owned(env.table_path(self.class::NAME)), size: StrataL1::TABLE_BYTES}
         end
 
         def sql_tier(env)
-          {path: scratch_file(env, "sqlite3")}
+          {path: owned(env.disk_path(self.class::NAME, ext: "sqlite3"))}
         end
 
         # Tiers besides L1 and SQLite; a subclass adds memcached.
@@ -51,8 +51,9 @@ module Strata
           {}
         end
 
-        def scratch_file(env, ext)
-          (@paths << env.table_path(self.class::NAME, ext: ext)).last
+        # path, removed on close.
+        def owned(path)
+          (@paths << path).last
         end
 
         def close

@@ -1,11 +1,22 @@
 # frozen_string_literal: true
 
 module Strata
-  # One caller's read-through of one key (DESIGN section 4): what it holds while it may be the
-  # one computing the value. The stack fills it in as the read goes down the tiers, and reads it
-  # when the caller writes the computed value and when the caller is done (Stack#finish).
+  # One caller's read-through of one key (DESIGN section 4): the object the caller reads key
+  # through, writes what it computed through, and ends. Made by Stack#read_through, which with a
+  # block also ends it; without one the caller must call #finish (ensure).
   #
-  # Created by Stack#fill_for and used by one thread at a time, for one key.
+  #   stack.read_through(key) do |fill|
+  #     fill.get || compute.tap { |bytes| fill.set(bytes, ttl: 60) }
+  #   end
+  #
+  # The first #get reads the tiers with single-flight (the stack's SingleFlight, which fills in
+  # the lock, lease and tombstone fields below as it goes); later ones give the same answer,
+  # unread, until the caller itself writes or deletes key (#set, #add, #delete: Rails putting a
+  # stale entry back under race_condition_ttl), after which they read the tiers as they are. #set
+  # of a value the read-through found nowhere, or under a lease, is the fill; any other #set is
+  # a plain Stack#set. Without single-flight (fill_wait 0) every call is the stack's plain one.
+  #
+  # Used by one thread at a time, for one key.
   class Fill
     # The Stack that made it, and the key it reads through.
     attr_reader :owner, :key
@@ -20,12 +31,6 @@ module Strata
     # True when this caller computes without the lease another caller holds (it waited too long):
     # its value goes back to its own caller only, never into a tier.
     attr_accessor :unleased
-    # Whether the read-through has read the tiers, and what it found (bytes or nil).
-    attr_accessor :read, :found
-    # True once the caller itself wrote or deleted key during the read-through (as Rails does to
-    # put a stale entry back under race_condition_ttl): what the read found is then out of date,
-    # and the caller's later reads of key go to the tiers instead.
-    attr_accessor :rewritten
     # The stamps (Entry.stamp_words) of the stamped entry the read-through found current, if any:
     # what a rewrite of that entry (Rails' race_condition_ttl) carries, rather than the versions
     # current when it is written, which may postdate the read.
@@ -34,8 +39,10 @@ module Strata
     # read-through goes straight to the host single-flight, which reads it again under the lock.
     attr_reader :host_read
 
-    def initialize(owner, key, host_read = false)
+    # owner: the Stack; flight: its SingleFlight, or nil when single-flight is off.
+    def initialize(owner, flight, key, host_read = false)
       @owner = owner
+      @flight = flight
       @key = key
       @host_read = host_read
       @host_lock = nil
@@ -49,6 +56,46 @@ module Strata
       @rewritten = false
       @tombstones = nil
       @read_stamps = nil
+    end
+
+    # The entry bytes under key, or nil: this caller should compute the value and #set it. When
+    # info (a Hash, e.g. an instrumentation payload) is given, info[:tier] names the tier that
+    # answered, info[:failed_tiers] the tiers that raised, and info[:stale] is set when the value
+    # is a stale one served while another caller refills.
+    def get(info = nil)
+      return @owner.get(@key, info) if @rewritten || @flight.nil?
+      return @found if @read
+
+      @found = @flight.read(self, info)
+      @read = true
+      @found
+    end
+
+    # Stores bytes under key: the fill (SingleFlight#write; false when it was dropped) when the
+    # read-through found nothing or holds a lease (or lost one), else Stack#set.
+    def set(bytes, ttl: nil)
+      @rewritten = true
+      return @flight.write(self, bytes, ttl) if lease_pending? || @unleased || missed?
+
+      @owner.set(@key, bytes, ttl: ttl)
+    end
+
+    # Stack#add of key, by this caller during its read-through.
+    def add(bytes, ttl: nil)
+      @rewritten = true
+      @owner.add(@key, bytes, ttl: ttl)
+    end
+
+    # Stack#delete of key, by this caller during its read-through.
+    def delete
+      @rewritten = true
+      @owner.delete(@key)
+    end
+
+    # Ends the read-through: gives back the host lock and an unused lease. Safe to call again.
+    def finish
+      @flight&.finish(self)
+      nil
     end
 
     # Whether this caller holds a won lease that is not yet filled.

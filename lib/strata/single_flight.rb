@@ -2,12 +2,13 @@
 
 require "digest"
 require "strata/clock"
+require "strata/entry"
 require "strata/errors"
 require "strata/fill"
 
 module Strata
-  # The read-through half of Strata::Stack (DESIGN section 4, steps 1-5): one fill per key on a
-  # host, and one per key across hosts.
+  # The read-through protocol of a Strata::Stack (DESIGN section 4, steps 1-5): one fill per key
+  # on a host, and one per key across hosts.
   #
   # - Host single-flight: after a miss in the host tier (capability :host, the shared-memory
   #   table), the caller takes a lock entry in that tier with add. Other processes and threads of
@@ -24,8 +25,10 @@ module Strata
   #   drops the copies just written, so no tier keeps a value built from old data over a newer
   #   one, nor over a delete.
   #
-  # Included in Stack; uses its @tiers, @names, #failed and #safely.
-  module SingleFlight
+  # One per Stack (made when fill_wait > 0), used through the read-throughs it makes
+  # (Stack#read_through): each read-through's own state is its Strata::Fill. No state changes
+  # after new: threads share it.
+  class SingleFlight
     # Lock entries live in the host tier beside the data; no cache key starts with a NUL byte.
     LOCK_PREFIX = "\x00strata:fill:".b.freeze
     LOCK_VALUE = "1"
@@ -36,14 +39,59 @@ module Strata
     POLL_INTERVAL = 0.001
     MAX_POLL_INTERVAL = 0.016
 
-    # A Fill for one read-through of key: pass it to #get and #set, then to #finish.
-    # host_probed: the caller has just read key with #get_host, which found nothing live; the
-    # read-through then skips its own first read of the host tier (see #read_tiers).
-    def fill_for(key, host_probed = false)
-      Fill.new(self, key, host_probed && @host_index == 0)
+    # tiers and names: the stack's, top first. fill_wait: seconds (> 0) a caller waits for
+    # another caller's fill. The stack's own steps, each called with (key, bytes, index):
+    # current, its stamp check of a stamped entry read at tier index (bytes, or nil when a stamp
+    # is out of date: then dropped there); backfill, its copy of bytes found at tier index into
+    # the tiers above. failed: called as failed.call(error, index, info) for each tier failure
+    # (the stack reports it, and notes it in info).
+    def initialize(tiers, names, fill_wait, current:, backfill:, failed:)
+      @tiers = tiers
+      @names = names
+      @fill_wait = fill_wait
+      @current = current
+      @backfill = backfill
+      @failed = failed
+      @host_index = tiers.index { |tier| tier.capabilities[:host] }
+      @lease_tiers = tiers.map { |tier| tier.capabilities[:leases] }.freeze
+      @tombstone_tiers = tiers.map { |tier| tier.capabilities[:tombstones] }.freeze
     end
 
-    # Ends a read-through: gives back the host lock and an unused lease. Always call it (ensure).
+    # The read-through's read of fill.key (Fill#get's first): the bytes found, or nil when this
+    # caller is to compute the value. info as Fill#get's.
+    def read(fill, info)
+      key = fill.key
+      index = 0
+      # Visits each tier at most once.
+      while index < @tiers.size
+        bytes = if @lease_tiers[index]
+          lease_read(key, index, fill, info)
+        elsif index == @host_index && fill.host_read
+          nil # read just now by Stack#get_host; host_single_flight reads it again under the lock
+        elsif @tombstone_tiers[index]
+          fenced_read(key, index, fill, info)
+        else
+          safely(index, info) { @tiers[index].get(key) }
+        end
+        bytes = @current.call(key, bytes, index) if bytes && !@lease_tiers[index] && !@tombstone_tiers[index] && Entry.stamped?(bytes)
+        return found(key, bytes, index, info, fill) if bytes
+
+        if index == @host_index
+          bytes = host_single_flight(key, index, fill, info)
+          return found(key, bytes, index, info, fill) if bytes
+        end
+        index += 1
+      end
+      nil
+    end
+
+    # Writes a fill into every tier (Fill#set of a computed value): see #fill_write. True when
+    # the fill was kept.
+    def write(fill, bytes, ttl)
+      fill_write(fill.key, bytes, ttl, fill)
+    end
+
+    # Ends a read-through: gives back the host lock and an unused lease.
     def finish(fill)
       if fill.lease_pending?
         # The caller computed nothing to store (an error, or nil with skip_nil): free the key
@@ -57,56 +105,7 @@ module Strata
       fill.host_lock = nil
     end
 
-    # The bytes under key in the top tier when it is the host tier (a miss there costs next to
-    # nothing to repeat), else nil without reading. For a probe before a read-through.
-    def get_host(key)
-      return nil unless @host_index == 0
-
-      bytes = @tiers[0].get(key)
-      (bytes && Entry.stamped?(bytes)) ? current(key, bytes, 0) : bytes
-    end
-
-    # Whether key is one of the stack's own lock entries, not a cache entry.
-    def lock_key?(key)
-      key.start_with?(LOCK_PREFIX)
-    end
-
     private
-
-    # The first read-through with a fill reads the tiers; a second one with the same fill (the
-    # adapter's instrumented path after its unobserved probe) gets the same answer, unread.
-    def read_through(key, info, fill)
-      return fill.found if fill.read
-
-      fill.found = read_tiers(key, info, fill)
-      fill.read = true
-      fill.found
-    end
-
-    def read_tiers(key, info, fill)
-      index = 0
-      # Visits each tier at most once.
-      while index < @tiers.size
-        bytes = if @lease_tiers[index]
-          lease_read(key, index, fill, info)
-        elsif index == @host_index && fill.host_read
-          nil # read just now by #get_host; host_single_flight reads it again under the lock
-        elsif @tombstone_tiers[index]
-          fenced_read(key, index, fill, info)
-        else
-          safely(index, info) { @tiers[index].get(key) }
-        end
-        bytes = current(key, bytes, index) if bytes && !@lease_tiers[index] && !@tombstone_tiers[index] && Entry.stamped?(bytes)
-        return found(key, bytes, index, info, fill) if bytes
-
-        if index == @host_index
-          bytes = host_single_flight(key, index, fill, info)
-          return found(key, bytes, index, info, fill) if bytes
-        end
-        index += 1
-      end
-      nil
-    end
 
     def found(key, bytes, index, info, fill)
       info[:tier] = @names[index] if info
@@ -126,7 +125,7 @@ module Strata
           fill_write(key, bytes, ttl, fill, index)
         end
       else
-        backfill(key, bytes, index)
+        @backfill.call(key, bytes, index)
       end
       bytes
     end
@@ -196,7 +195,7 @@ module Strata
     # over there (see #fill_write).
     def fenced_read(key, index, fill, info)
       bytes, tombstone = safely(index, info) { @tiers[index].get_for_fill(key) }
-      if bytes && Entry.stamped?(bytes) && !current(key, bytes, index)
+      if bytes && Entry.stamped?(bytes) && !@current.call(key, bytes, index)
         # Out of date by its stamps, and now deleted: read the delete's tombstone to fill over.
         bytes, tombstone = safely(index, info) { @tiers[index].get_for_fill(key) }
         bytes = checked(key, bytes, index)
@@ -205,9 +204,9 @@ module Strata
       bytes
     end
 
-    # bytes (nil included) unless they are a stamped entry that is out of date (see #current).
+    # bytes (nil included) unless they are a stamped entry that is out of date (see current).
     def checked(key, bytes, index)
-      (bytes && Entry.stamped?(bytes)) ? current(key, bytes, index) : bytes
+      (bytes && Entry.stamped?(bytes)) ? @current.call(key, bytes, index) : bytes
     end
 
     # Sleeps interval; the next one, doubled up to MAX_POLL_INTERVAL, so long waits poll gently.
@@ -237,7 +236,7 @@ module Strata
         added = safely(index, nil, :failed) do
           @tiers[index].add_for_fill(key, bytes, fill.tombstone(index), ttl: ttl)
         rescue ValueTooLargeError => error
-          failed(error, index)
+          @failed.call(error, index, nil)
           drop(key, index)
           :failed
         end
@@ -286,6 +285,19 @@ module Strata
       [(expires_at - Entry.now) / 1000.0, 0].max
     rescue CorruptError
       nil
+    end
+
+    # The block's value, or fallback when the tier raised (reported).
+    def safely(index, info = nil, fallback = nil)
+      yield
+    rescue TierError => error
+      @failed.call(error, index, info)
+      fallback
+    end
+
+    # Best effort: a copy that can't be dropped is reported, not raised.
+    def drop(key, index)
+      safely(index) { @tiers[index].delete(key) }
     end
   end
 end

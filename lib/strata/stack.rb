@@ -18,8 +18,9 @@ module Strata
   #   counters are dropped. Counter bytes are only ever written to tiers with counters (when there
   #   is one), so a counter costs a tier without them (SQL) nothing.
   #
-  # - get with a Fill (from #fill_for) is a read-through: one fill per key per host and across
-  #   hosts; set with that Fill is its fill. See SingleFlight.
+  # - read_through is a fetch's read and write of one key, with single-flight: one fill per key
+  #   per host and across hosts. It hands the caller a Fill to read, write and end it through;
+  #   the protocol is SingleFlight's.
   #
   # A tier that raises Strata::TierError is skipped for that call. The stack hands the error and the
   # tier's name to on_error and goes on with the next tier; it never raises a TierError itself.
@@ -32,8 +33,6 @@ module Strata
   #
   # Thread and process safety are the tiers': the stack keeps no state that changes after new.
   class Stack
-    include SingleFlight
-
     NO_HITS = {}.freeze
     # Seconds a read-through waits for another caller's fill before computing itself.
     DEFAULT_FILL_WAIT = 2.0
@@ -52,19 +51,19 @@ module Strata
       @names = tiers.keys.freeze
       @tiers = tiers.values.freeze
       @on_error = on_error
-      @fill_wait = fill_wait
       @counters = @tiers.rindex { |tier| tier.capabilities[:counters] }
       @counter_tiers = @tiers.map { |tier| tier.capabilities[:counters] }.freeze
       @top_down = (0...@tiers.size).to_a.freeze
       @bottom_up = @top_down.reverse.freeze
       @host_index = @tiers.index { |tier| tier.capabilities[:host] }
-      @lease_tiers = @tiers.map { |tier| tier.capabilities[:leases] }.freeze
-      @tombstone_tiers = @tiers.map { |tier| tier.capabilities[:tombstones] }.freeze
-      leased = @lease_tiers.index(&:itself)
+      leased = @tiers.index { |tier| tier.capabilities[:leases] }
       below_lease = leased ? (@tiers.size - 1).downto(leased + 1).to_a : []
-      @unfenced_below_lease = below_lease.reject { |index| @tombstone_tiers[index] }.freeze
+      @unfenced_below_lease = below_lease.reject { |index| @tiers[index].capabilities[:tombstones] }.freeze
       @on_stamps = on_stamps
       @dependencies = Dependencies.new(@tiers, @names, on_error: on_error, coherence_interval: coherence_interval)
+      @single_flight = if fill_wait > 0
+        SingleFlight.new(@tiers, @names, fill_wait, current: method(:current), backfill: method(:backfill), failed: method(:failed))
+      end
     end
 
     # The tag versions kept in these tiers (Strata::Dependencies).
@@ -83,12 +82,8 @@ module Strata
 
     # The entry bytes under key, or nil. When info (a Hash, e.g. an instrumentation payload) is
     # given, info[:tier] is set to the name of the tier that answered, and info[:failed_tiers]
-    # lists the tiers that raised. With a fill (#fill_for), a read-through (SingleFlight): nil
-    # means this caller should compute the value and #set it with the same fill; info[:stale] is
-    # set when the value is a stale one served while another caller refills.
-    def get(key, info = nil, fill = nil)
-      return read_through(key, info, fill) if fill && @fill_wait > 0
-
+    # lists the tiers that raised.
+    def get(key, info = nil)
       index = 0
       # Visits each tier at most once.
       while index < @tiers.size
@@ -107,6 +102,33 @@ module Strata
         index += 1
       end
       nil
+    end
+
+    # The bytes under key in the top tier when it is the host tier (a miss there costs next to
+    # nothing to repeat), else nil without reading. For a probe before a read-through.
+    def get_host(key)
+      return nil unless @host_index == 0
+
+      bytes = @tiers[0].get(key)
+      (bytes && Entry.stamped?(bytes)) ? current(key, bytes, 0) : bytes
+    end
+
+    # The read-through of key: a Strata::Fill, through which the caller reads key (Fill#get: nil
+    # when it is to compute the value), writes what it computed (Fill#set: the fill) and ends it
+    # (Fill#finish: the host lock and an unused lease given back). With a block, yields the fill,
+    # finishes it after, and returns the block's value; without one, returns it, and the caller
+    # must finish it (ensure). With fill_wait 0 it reads and writes as #get and #set do.
+    # host_probed: the caller has just read key with #get_host, which found nothing live; the
+    # read-through then skips its own first read of the host tier.
+    def read_through(key, host_probed = false)
+      fill = Fill.new(self, @single_flight, key, host_probed && @host_index == 0)
+      return fill unless block_given?
+
+      begin
+        yield fill
+      ensure
+        fill.finish
+      end
     end
 
     # A Hash of key => bytes for the keys found. info[:tier] names the lowest tier that answered.
@@ -141,16 +163,12 @@ module Strata
     # tier that failed now reads key as a miss. A tier that refuses, fails (see #write_tiers) or
     # can't hold a value that large has its old copy dropped, so it can't serve the value this
     # write replaced; false when that drop failed too. Raises Strata::ValueTooLargeError when no
-    # tier could hold the value.
-    # With the fill of a read-through that found nothing, or that holds a lease (or lost one):
-    # the fill protocol of SingleFlight instead (#fill_write); false when the fill was dropped.
+    # tier could hold the value. (A read-through's fill goes through Fill#set instead.)
     #
     # Concurrent writers of one key: written top-down, two writers can leave different values in
     # different tiers for good (A above, B below). Written bottom-up and then checked against the
     # lowest tier that stored it (see settle), the tiers end up agreeing with that tier.
-    def set(key, bytes, ttl: nil, fill: nil)
-      return fill_write(key, bytes, ttl, fill) if fill && (fill.lease_pending? || fill.unleased || fill.missed?)
-
+    def set(key, bytes, ttl: nil)
       refused = false
       lowest = nil
       counter = @counters && Entry.counter?(bytes)

@@ -62,10 +62,10 @@ class StrataStoreDurableTest < Strata::StoreCase
     stack = Strata::Stack.new({l1: cache.stack[:l1], l2: cache.stack[:l2], l3: l3}, fill_wait: 5)
     reached, release = l3.pause_after(:get)
     reader = Thread.new do
-      fill = stack.fill_for(key)
-      stack.get(key, nil, fill)
+      fill = stack.read_through(key)
+      fill.get
     ensure
-      stack.finish(fill)
+      fill.finish
     end
     reached.pop # the reader has the old bytes from the SQL tier and has not backfilled yet
     assert cache.delete("key")
@@ -93,8 +93,8 @@ class StrataStoreDurableTest < Strata::StoreCase
   def assert_fill_between_sql_and_memcached_steps_is_refused(operation)
     cache = build_store(memcached: memcached, sql: sql, namespace: @namespace)
     key = tier_key(cache, "key")
-    fill = cache.stack.fill_for(key)
-    assert_nil cache.stack.get(key, nil, fill)
+    fill = cache.stack.read_through(key)
+    assert_nil fill.get
     assert_predicate fill, :lease_pending?, "the filler holds the lease"
 
     l3 = Strata::TestSupport::PausingTier.new(cache.stack[:l3])
@@ -102,9 +102,9 @@ class StrataStoreDurableTest < Strata::StoreCase
     reached, release = l3.pause_after(operation)
     removing = Thread.new { remover.public_send(operation, key) }
     reached.pop # the SQL tier holds the tombstone; memcached is not reached yet
-    refute cache.stack.set(key, entry("computed before the #{operation}"), ttl: 60, fill: fill),
+    refute fill.set(entry("computed before the #{operation}"), ttl: 60),
       "the SQL tier refused the fill"
-    cache.stack.finish(fill)
+    fill.finish
     assert_nil cache.stack[:l1].get(key), "the fill dropped its L1 copy"
     assert_equal "after", other_host.fetch("key") { "after" }, "the next lease's winner computes"
     release << true
@@ -133,15 +133,15 @@ class StrataStoreDurableTest < Strata::StoreCase
     l3 = Strata::TestSupport::PausingTier.new(Unfenced.new(cache.stack[:l3]))
     tiers = {l1: cache.stack[:l1], l2: cache.stack[:l2], l3: l3}
     filler = Strata::Stack.new(tiers)
-    fill = filler.fill_for(key)
-    assert_nil filler.get(key, nil, fill)
+    fill = filler.read_through(key)
+    assert_nil fill.get
     assert_predicate fill, :lease_pending?
 
     reached, release = l3.pause_after(:delete)
     deleting = Thread.new { Strata::Stack.new(tiers).delete(key) }
     reached.pop # the SQL tier is cleared; memcached is not reached yet
-    assert filler.set(key, entry("computed before the delete"), ttl: 60, fill: fill), "memcached took the fill"
-    filler.finish(fill)
+    assert fill.set(entry("computed before the delete"), ttl: 60), "memcached took the fill"
+    fill.finish
     release << true
     deleting.join
 
@@ -159,14 +159,14 @@ class StrataStoreDurableTest < Strata::StoreCase
     key = tier_key(cache, "key")
     l3 = Strata::TestSupport::PausingTier.new(cache.stack[:l3])
     filler = Strata::Stack.new({l1: cache.stack[:l1], l2: cache.stack[:l2], l3: l3})
-    fill = filler.fill_for(key)
-    assert_nil filler.get(key, nil, fill)
+    fill = filler.read_through(key)
+    assert_nil fill.get
 
     reached, release = l3.pause_after(:add_for_fill)
     filling = Thread.new do
-      filler.set(key, entry("computed before the delete"), ttl: 60, fill: fill)
+      fill.set(entry("computed before the delete"), ttl: 60)
     ensure
-      filler.finish(fill)
+      fill.finish
     end
     reached.pop # the fill is in the SQL tier, not yet committed in memcached
     assert cache.delete("key"), "the delete found the fill's copy"
@@ -196,13 +196,13 @@ class StrataStoreDurableTest < Strata::StoreCase
       key = tier_key(cache, "key")
       l3 = Strata::TestSupport::PausingTier.new(cache.stack[:l3])
       filler = Strata::Stack.new({l1: cache.stack[:l1], l3: l3})
-      fill = filler.fill_for(key)
-      assert_nil filler.get(key, nil, fill)
+      fill = filler.read_through(key)
+      assert_nil fill.get
       assert fill.host_lock
 
       if order == :before
         reached, release = l3.pause_after(:add_for_fill)
-        filling = Thread.new { filler.set(key, entry("computed before the delete"), ttl: 60, fill: fill) }
+        filling = Thread.new { fill.set(entry("computed before the delete"), ttl: 60) }
         reached.pop # the fill is in both tiers
         assert cache.delete("key")
         release << true
@@ -211,11 +211,11 @@ class StrataStoreDurableTest < Strata::StoreCase
         reached, release = l3.pause_after(:delete)
         deleting = Thread.new { filler.delete(key) }
         reached.pop # the SQL tier holds the tombstone; L1 is not cleared yet
-        refute filler.set(key, entry("computed before the delete"), ttl: 60, fill: fill), "the tombstone refused it"
+        refute fill.set(entry("computed before the delete"), ttl: 60), "the tombstone refused it"
         release << true
         deleting.join
       end
-      filler.finish(fill)
+      fill.finish
 
       assert_nil cache.stack[:l1].get(key), "L1 keeps no copy (fill #{order} the delete)"
       assert_nil cache.stack[:l3].get(key)
@@ -243,8 +243,8 @@ class StrataStoreDurableTest < Strata::StoreCase
   def assert_fill_gives_way_to_a_write(**tiers)
     cache = build_store(**tiers, sql: sql, namespace: @namespace)
     key = tier_key(cache, "key")
-    fill = cache.stack.fill_for(key)
-    assert_nil cache.stack.get(key, nil, fill)
+    fill = cache.stack.read_through(key)
+    assert_nil fill.get
     assert fill.host_lock
 
     l3 = Strata::TestSupport::PausingTier.new(cache.stack[:l3])
@@ -252,8 +252,8 @@ class StrataStoreDurableTest < Strata::StoreCase
     reached, release = l3.pause_after(:set)
     writing = Thread.new { writer.set(key, entry("written"), ttl: 60) }
     reached.pop # the write is in the SQL tier, not yet above it
-    refute cache.stack.set(key, entry("computed before the write"), ttl: 60, fill: fill), "the fill gave way"
-    cache.stack.finish(fill)
+    refute fill.set(entry("computed before the write"), ttl: 60), "the fill gave way"
+    fill.finish
     release << true
     assert writing.value
 

@@ -10,6 +10,7 @@ require "strata"
 require "strata/entry"
 require "strata/stack"
 require "strata/poller"
+require "strata/transaction_tags"
 require "active_support/cache/strata_store/codec"
 require "active_support/cache/strata_store/failure_reports"
 require "active_support/cache/strata_store/unobserved_reads"
@@ -70,12 +71,12 @@ module ActiveSupport
       # The Strata::Stack behind this store, for stats and tools.
       attr_reader :stack
 
-      # The fetch being read through in this fiber (Thread#[] is fiber-local).
-      FILL = :__strata_store_fill
-      # The fetch_multi under way in this fiber: its fills by key, for its one read_multi_entries
-      # (MULTI_READ, cleared by that read) and for its write_multi_entries (MULTI_FILLS).
-      MULTI_READ = :__strata_store_multi_read
-      MULTI_FILLS = :__strata_store_multi_fills
+      # The read-throughs under way in this fiber (Thread#[] is fiber-local; see #read_throughs).
+      READ_THROUGHS = :__strata_store_read_throughs
+      # One fiber's read-throughs: fill, the Strata::Fill of the innermost fetch; multi, the
+      # innermost fetch_multi's fills by key (for its write_multi_entries), and multi_unread,
+      # whether that fetch_multi has yet to read its misses through (its one read_multi_entries).
+      ReadThroughs = Struct.new(:fill, :multi, :multi_unread)
       # The Strata::Dependencies::Capture of the fetch block running in this fiber.
       CAPTURE = :__strata_store_capture
       INVALIDATE_EVENT = "invalidate.strata"
@@ -122,23 +123,30 @@ module ActiveSupport
       # the misses: each name no tier holds is read through as #fetch would (read_multi_entries),
       # in key order, so two fetch_multis of the same names take their host locks in one order.
       # A value another caller filled meanwhile counts as a hit; this caller computes the rest and
-      # holds their fills until write_multi_entries has written them (Stack#finish after).
+      # holds their fills until write_multi_entries has written them (Fill#finish after).
       def fetch_multi(*names, &block)
         raise ArgumentError, "Missing block: `Cache#fetch_multi` requires a block." unless block
 
         options = names.extract_options!
-        return super(*names, options, &block) if names.empty? || merged_options(options)[:force]
+        merged = merged_options(options)
+        return super(*names, options, &block) if names.empty? || merged[:force]
+
+        keys = names.map { |name| normalize_key(name, merged) }
+        if hidden_by_transaction?(merged)
+          return capturing(keys, merged[:tags]) { super(*names, options.merge(force: true), &block) }
+        end
 
         fills = {}
-        outer = Thread.current[MULTI_FILLS]
-        Thread.current[MULTI_FILLS] = Thread.current[MULTI_READ] = fills
+        state = read_throughs
+        outer = state.multi
+        state.multi = fills
+        state.multi_unread = true
         begin
-          merged = merged_options(options)
-          capturing(names.map { |name| normalize_key(name, merged) }, merged[:tags]) { super(*names, options, &block) }
+          capturing(keys, merged[:tags]) { super(*names, options, &block) }
         ensure
-          Thread.current[MULTI_READ] = nil
-          Thread.current[MULTI_FILLS] = outer
-          fills.each_value { |fill| @stack.finish(fill) }
+          state.multi_unread = false
+          state.multi = outer
+          fills.each_value(&:finish)
         end
       end
 
@@ -150,6 +158,7 @@ module ActiveSupport
 
         merged = options ? merged_options(options) : @options
         return super if merged[:force]
+        return super(name, merged.merge(force: true), &block) if hidden_by_transaction?(merged)
 
         key = normalize_key(name, merged)
         return super if current_fill(key) # UnobservedReads began this read-through
@@ -172,8 +181,8 @@ module ActiveSupport
       # Gives each tag a new version: every entry stamped with an older one (written with tags:,
       # or built by a fetch that read such an entry) misses from then on. In this process the
       # next read misses; in other processes sharing the L1 table too; on other hosts within
-      # poll_interval where a poller runs, else coherence_interval (docs/coherence.md). One write per tier and tag, however many entries
-      # depend on it. Emits invalidate.strata with the tags. False when a tier could neither take
+      # poll_interval where a poller runs, else coherence_interval (docs/coherence.md). One
+      # write per tier and tag, however many entries depend on it. Emits invalidate.strata with the tags. False when a tier could neither take
       # a new version nor drop its old one (reported).
       def invalidate_tags(*tags)
         tags = tags.flatten
@@ -246,7 +255,7 @@ module ActiveSupport
       # A local cache serves the bytes it holds without the stack, whose on_stamps then says
       # nothing: their stamps are added here (see #served_locally).
       def read_bytes(key, event)
-        return @stack.get(key, event, reading_fill(key)) unless local_cache
+        return stack_read(key, event) unless local_cache
 
         served_locally(read_serialized_entry(key, event: event))
       end
@@ -263,27 +272,40 @@ module ActiveSupport
 
       # Only read_entry and the LocalCache layer call this; raw is the layer's.
       def read_serialized_entry(key, event: nil, raw: false)
-        @stack.get(key, event, reading_fill(key))
+        stack_read(key, event)
       end
 
-      # Runs the block as the read-through of key: a Strata::Fill is current in this fiber
-      # meanwhile (current_fill), and finished (locks and unused leases given back) after.
+      # The bytes under key: through the read-through of key when a fetch of it runs in this fiber
+      # (Strata::Fill#get: its first answer, until this fiber wrote or deleted key itself).
+      def stack_read(key, event)
+        fill = current_fill(key)
+        fill ? fill.get(event) : @stack.get(key, event)
+      end
+
+      # Runs the block as the read-through of key (Stack#read_through): its Strata::Fill is current
+      # in this fiber meanwhile (current_fill), and finished after.
       # host_probed: the host table was read for key just before, and held nothing live.
       def reading_through(key, host_probed = false)
-        fill = @stack.fill_for(key, host_probed)
-        outer = Thread.current[FILL]
-        Thread.current[FILL] = fill
-        begin
-          yield
-        ensure
-          Thread.current[FILL] = outer
-          @stack.finish(fill)
+        @stack.read_through(key, host_probed) do |fill|
+          state = read_throughs
+          outer = state.fill
+          state.fill = fill
+          begin
+            yield
+          ensure
+            state.fill = outer
+          end
         end
+      end
+
+      # This fiber's ReadThroughs: the one place the adapter keeps read-through state per fiber.
+      def read_throughs
+        Thread.current[READ_THROUGHS] ||= ReadThroughs.new(nil, nil, false)
       end
 
       # The Strata::Fill of the fetch of key running in this fiber, if any.
       def current_fill(key)
-        fill = Thread.current[FILL]
+        fill = read_throughs.fill
         fill if fill && fill.key == key && fill.owner.equal?(@stack)
       end
 
@@ -292,20 +314,30 @@ module ActiveSupport
         fill = current_fill(key)
         return fill if fill
 
-        fill = (fills = Thread.current[MULTI_FILLS]) && fills[key]
+        fill = (fills = read_throughs.multi) && fills[key]
         fill if fill&.owner.equal?(@stack)
       end
 
-      # The fill a read of key goes through: the current one, until this fiber wrote or deleted
-      # key itself (a stale entry put back for race_condition_ttl, say). Reads after that, in
-      # the block or in a nested fetch, see the tiers as they are now, not the fill's first answer.
-      def reading_fill(key)
-        fill = current_fill(key)
-        fill unless fill&.rewritten
+      def write_entry(key, entry, **options)
+        stamps = stamps_for(key, options[:tags])
+        return withheld(key) if Strata::TransactionTags.hides?(stamps)
+
+        write_serialized_entry(key, serialize_entry(entry, stamps: stamps, **options), **options)
       end
 
-      def write_entry(key, entry, **options)
-        write_serialized_entry(key, serialize_entry(entry, stamps: stamps_for(key, options[:tags]), **options), **options)
+      # Whether options' tags: name a tag a transaction open in this thread changed: the fetch
+      # then runs as with force: true (no read), and its write is withheld (#write_entry).
+      def hidden_by_transaction?(options)
+        tags = options[:tags]
+        (tags && Strata::TransactionTags.current) ? Strata::TransactionTags.hides_ids?(tag_ids(tags)) : false
+      end
+
+      # A value that depends on changes a transaction open in this thread has not committed is
+      # not cached (Strata::TransactionTags): a fetch's result is left unwritten; a write deletes
+      # the key, whose old value may not carry the tag. False: nothing was stored.
+      def withheld(key)
+        delete_entry(key) unless Thread.current[CAPTURE]&.for?(key)
+        false
       end
 
       # The base fetch runs its block here: the block's dependencies are captured around it.
@@ -342,7 +374,7 @@ module ActiveSupport
         if (capture = Thread.current[CAPTURE])
           capture.for?(key) ? capture.outer&.add(words) : capture.add(words)
         end
-        fill = Thread.current[FILL]
+        fill = read_throughs.fill
         fill.read_stamps = words if fill && fill.key == key
       end
 
@@ -375,10 +407,13 @@ module ActiveSupport
 
       def write_serialized_entry(key, payload, unless_exist: false, expires_in: nil, race_condition_ttl: nil, raw: false, **)
         ttl = write_ttl(expires_in, race_condition_ttl, raw)
-        fill = fill_of(key)
-        fill.rewritten = true if fill
+        fill = fill_of(key) # the write goes through it: see Strata::Fill#set
         failsafe(false) do
-          unless_exist ? @stack.add(key, payload, ttl: ttl) : @stack.set(key, payload, ttl: ttl, fill: fill)
+          if unless_exist
+            fill ? fill.add(payload, ttl: ttl) : @stack.add(key, payload, ttl: ttl)
+          else
+            fill ? fill.set(payload, ttl: ttl) : @stack.set(key, payload, ttl: ttl)
+          end
         end
       end
 
@@ -401,8 +436,7 @@ module ActiveSupport
 
       def delete_entry(key, **)
         fill = current_fill(key)
-        fill.rewritten = true if fill
-        @stack.delete(key)
+        fill ? fill.delete : @stack.delete(key)
       end
 
       # keys are normalized already. Each tier deletes them all in one call, bottom-up.
@@ -413,9 +447,10 @@ module ActiveSupport
       def read_multi_entries(names, event: nil, **options)
         keys_to_names = names.index_by { |name| normalize_key(name, options) }
         found = @stack.get_multi(keys_to_names.keys, event)
-        if (fills = Thread.current[MULTI_READ])
-          Thread.current[MULTI_READ] = nil # only fetch_multi's own read reads through
-          read_through_misses(keys_to_names.keys - found.keys, found, fills, event)
+        state = read_throughs
+        if state.multi_unread
+          state.multi_unread = false # only fetch_multi's own read reads through
+          read_through_misses(keys_to_names.keys - found.keys, found, state.multi, event)
         end
         keys_to_names.each_with_object({}) do |(key, name), results|
           next unless (bytes = found[key])
@@ -428,12 +463,12 @@ module ActiveSupport
       end
 
       # fetch_multi's read-through of the keys no tier held: each gets a fill (kept in fills until
-      # fetch_multi ends), and what another caller filled meanwhile goes into found. The host
-      # table was read for them just before (get_multi reads it first).
+      # fetch_multi ends, which finishes them), and what another caller filled meanwhile goes into
+      # found. The host table was read for them just before (get_multi reads it first).
       def read_through_misses(keys, found, fills, event)
         keys.sort.each do |key|
-          fill = fills[key] ||= @stack.fill_for(key, true)
-          bytes = @stack.get(key, event, fill)
+          fill = fills[key] ||= @stack.read_through(key, true)
+          bytes = fill.get(event)
           found[key] = bytes if bytes
         end
       end
@@ -444,7 +479,12 @@ module ActiveSupport
       # or fetch_multi's misses) go key by key, through the fill protocol.
       def write_multi_entries(hash, **options)
         tags = options[:tags]
-        payloads = hash.to_h { |key, entry| [key, serialize_entry(entry, stamps: stamps_for(key, tags), **options)] }
+        payloads = hash.each_with_object({}) do |(key, entry), kept|
+          stamps = stamps_for(key, tags)
+          next withheld(key) if Strata::TransactionTags.hides?(stamps)
+
+          kept[key] = serialize_entry(entry, stamps: stamps, **options)
+        end
         if options[:unless_exist]
           payloads.each { |key, payload| write_serialized_entry(key, payload, **options) }
         else

@@ -3,6 +3,7 @@
 require "zlib"
 require "active_support/cache"
 require "strata/entry"
+require "strata/transaction_tags"
 
 module ActiveSupport
   module Cache
@@ -18,6 +19,9 @@ module ActiveSupport
       # bytes are the payload, behind the same header (expiry and version, which the tiers and the
       # hit path read), so every tier still holds one encoding. Only a store with a coder reads
       # such entries; for the others they are a miss.
+      #
+      # A stamped entry that depends on a tag changed by a transaction still open in this thread
+      # is a miss too (Strata::TransactionTags); an untagged one costs one flags test.
       #
       # Stateless after new; safe to share between threads.
       class Codec
@@ -86,6 +90,8 @@ module ActiveSupport
           return Entry.new(counter_value(bytes, raw)) if Strata::Entry.counter?(bytes)
 
           decoded = Strata::Entry.decode(bytes)
+          return nil if decoded.flags & Strata::Entry::STAMPED != 0 && Strata::TransactionTags.hides_entry?(decoded)
+
           value = begin
             load_value(decoded)
           rescue *LOAD_ERRORS
@@ -106,6 +112,8 @@ module ActiveSupport
           return counter_value(bytes, raw) if Strata::Entry.counter?(bytes)
 
           decoded = Strata::Entry.decode(bytes)
+          return MISS if decoded.flags & Strata::Entry::STAMPED != 0 && Strata::TransactionTags.hides_entry?(decoded)
+
           expires_at = decoded.expires_at_seconds
           return MISS if expires_at && expires_at <= Time.now.to_f
           return MISS if version && decoded.version && decoded.version != version

@@ -37,7 +37,7 @@ module ActiveSupport
           return super unless block && !observed?(FETCH_HIT_EVENT)
 
           options = options ? merged_options(options) : @options
-          return super if options[:force]
+          return super if options[:force] || hidden_by_transaction?(options)
 
           key = normalize_key(name, options)
           version = normalize_version(name, options)

@@ -1,10 +1,10 @@
 # frozen_string_literal: true
 
 require_relative "cpu_sample"
-require_relative "format"
-require_relative "runner"
-require_relative "stores"
-require_relative "workload"
+require_relative "../format"
+require_relative "../runner"
+require_relative "../stores"
+require_relative "../workload"
 
 module Strata
   module Bench

@@ -1,11 +1,11 @@
 # frozen_string_literal: true
 
 require "benchmark/ips"
-require_relative "cases"
-require_relative "format"
+require_relative "../cases"
+require_relative "../format"
 require_relative "idle_round_trip"
-require_relative "stores"
-require_relative "workload"
+require_relative "../stores"
+require_relative "../workload"
 
 module Strata
   module Bench

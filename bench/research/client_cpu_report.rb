@@ -1,8 +1,8 @@
 # frozen_string_literal: true
 
-require_relative "format"
-require_relative "stores"
-require_relative "text_table"
+require_relative "../format"
+require_relative "../stores"
+require_relative "../text_table"
 
 module Strata
   module Bench

@@ -1,6 +1,6 @@
 # frozen_string_literal: true
 
-require_relative "strata_loader"
+require_relative "../strata_loader"
 
 module Strata
   module Bench

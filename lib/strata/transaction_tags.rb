@@ -1,0 +1,146 @@
+# frozen_string_literal: true
+
+require "active_support/isolated_execution_state"
+require "strata/dependencies"
+
+module Strata
+  # The tags that records (Strata::Model) changed in the database transactions still open in this
+  # execution context (a thread, or a fiber when Active Record isolates connections per fiber:
+  # ActiveSupport::IsolatedExecutionState, which Active Record's connections follow). Until the
+  # transaction commits, those changes are visible to this context only, so a cached value that
+  # depends on one of these tags is neither served nor cached here (docs/coherence.md, "Active
+  # Record"): the store asks hides_entry? of each stamped entry it reads, and hides? of the stamps
+  # of each entry it writes. Other contexts see nothing pending and use the cache as usual.
+  #
+  # A change is kept with the transaction (Active Record's, real or savepoint) it was made in.
+  # When a transaction rolls back, the changes made in it (and in the savepoints it held) are
+  # forgotten: nothing is invalidated. When the transaction that runs the after_commit callbacks
+  # commits (the outermost one, or one inside a non-joinable transaction), every change of that
+  # connection whose transaction has ended and was not rolled back is taken (#committed) and
+  # invalidated by the model. With nothing pending, the context holds nil.
+  #
+  # Not shared: each context has its own, and only that context uses it.
+  class TransactionTags
+    KEY = :strata_transaction_tags
+
+    # One change: the connection and transaction it was made in, the store its tags go to.
+    Change = Struct.new(:connection, :transaction, :store, :tags)
+
+    class << self
+      # This context's pending tags, or nil when there are none.
+      def current
+        ActiveSupport::IsolatedExecutionState[KEY]
+      end
+
+      # Whether stamps ([[tag_id, version], ...]) name a tag that a transaction open in this
+      # context changed: the entry they stamp is then a miss, and is not written.
+      def hides?(stamps)
+        return false if stamps.empty?
+
+        pending = current
+        pending ? pending.include_any?(stamps) : false
+      end
+
+      # Whether a transaction open in this context changed one of tag ids (a fetch's own tags:):
+      # the fetch then neither reads nor writes its key.
+      def hides_ids?(ids)
+        pending = current
+        pending ? pending.include_ids?(ids) : false
+      end
+
+      # hides? for a decoded Strata::Entry: its stamps are unpacked only when something is pending.
+      def hides_entry?(entry)
+        pending = current
+        pending ? pending.include_any?(entry.stamps) : false
+      end
+
+      # Records that a change made in transaction (open on connection) touched tags (Strings),
+      # to be invalidated through store when it commits.
+      def add(connection, transaction, store, tags)
+        (ActiveSupport::IsolatedExecutionState[KEY] ||= new).add(Change.new(connection, transaction, store, tags))
+      end
+
+      # Forgets the changes of transactions that rolled back.
+      def rolled_back
+        current&.prune
+        settle
+      end
+
+      # The changes made through connection that committed, store => [tag, ...], now forgotten.
+      # Changes in transactions still open stay.
+      def committed(connection)
+        pending = current
+        return {} unless pending
+
+        taken = pending.take(connection)
+        settle
+        taken
+      end
+
+      private
+
+      # Drops the context's object when nothing is pending any more.
+      def settle
+        pending = current
+        ActiveSupport::IsolatedExecutionState.delete(KEY) if pending && pending.empty?
+      end
+    end
+
+    def initialize
+      @changes = []
+      @ids = {} # tag id => true, for every pending change
+    end
+
+    def add(change)
+      @changes << change
+      change.tags.each { |tag| @ids[Dependencies.tag_id(tag)] = true }
+      self
+    end
+
+    def include_any?(stamps)
+      stamps.any? { |id, _| @ids.key?(id) }
+    end
+
+    def include_ids?(ids)
+      ids.any? { |id| @ids.key?(id) }
+    end
+
+    def empty?
+      @changes.empty?
+    end
+
+    # Drops the changes whose transaction rolled back (a savepoint rolled back, or one a rolled
+    # back transaction held) or was lost with its connection.
+    def prune
+      kept = @changes.reject { |change| dropped?(change.transaction) }
+      reset(kept) unless kept.size == @changes.size
+    end
+
+    # See TransactionTags.committed: the changes of connection whose transaction has ended. That
+    # is every change of the transaction whose after_commit runs (savepoints released in it
+    # included), whether it is the outermost or a non-joinable transaction's child, as in tests
+    # that run in a transaction.
+    def take(connection)
+      ended, open = @changes.partition { |change| change.connection.equal?(connection) && change.transaction.state.finalized? }
+      return {} if ended.empty?
+
+      reset(open)
+      taken = {}
+      ended.each { |change| (taken[change.store] ||= []).concat(change.tags) unless dropped?(change.transaction) }
+      taken.transform_values(&:uniq)
+    end
+
+    private
+
+    def dropped?(transaction)
+      state = transaction.state
+      state.rolledback? || state.invalidated?
+    end
+
+    def reset(changes)
+      @changes = changes
+      @ids = {}
+      changes.each { |change| change.tags.each { |tag| @ids[Dependencies.tag_id(tag)] = true } }
+    end
+  end
+end

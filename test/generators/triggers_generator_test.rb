@@ -1,0 +1,300 @@
+# frozen_string_literal: true
+
+require "test_helper"
+require "erb"
+require "pg"
+require "rbconfig"
+require "securerandom"
+require "active_record"
+require "strata/dependencies"
+require "support/postgres_cluster"
+require "support/mariadb_server"
+require "support/invalidation_tables"
+
+# The strata:triggers generator's migration (P5): a raw SQL change of a row, made over a plain
+# connection, gives the row's record tag and its table's collection tag new versions in the
+# versions table, writes them to the log and (PostgreSQL) notifies; the tag ids the database
+# computes are Strata::Dependencies.tag_id's. The template is rendered here without Rails; the
+# generator itself runs in a child Ruby.
+module TriggerMigrationCase
+  ROOT = File.expand_path("../..", __dir__)
+  TEMPLATE = File.join(ROOT, "lib/generators/strata/triggers/templates/add_strata_triggers.rb.tt")
+
+  # What the template sees of the generator.
+  TemplateContext = Struct.new(:migration_class_name, :tables, :primary_key, :table_name) do
+    def render(template)
+      ERB.new(template, trim_mode: "-").result(binding)
+    end
+  end
+
+  def setup
+    @verbose = ActiveRecord::Migration.verbose
+    ActiveRecord::Migration.verbose = false
+  end
+
+  def teardown
+    ActiveRecord::Migration.verbose = @verbose
+  end
+
+  # Runs the migration for tables (rendered from the template) up or down on Record's database.
+  def migrate(tables, direction = :up, strata_table: @strata)
+    source = TemplateContext.new("AddStrataTriggers", tables, "id", strata_table).render(File.read(TEMPLATE))
+    namespace = Module.new
+    namespace.module_eval(source, "migration.rb")
+    self.class::Record.connection_pool.with_connection { |c| namespace::AddStrataTriggers.new.exec_migration(c, direction) }
+  end
+
+  def id(tag)
+    Strata::Dependencies.tag_id(tag)
+  end
+
+  # tag_id => version in the versions table.
+  def versions
+    with_connection { |c| c.select_rows("SELECT tag_id, version FROM #{c.quote_table_name("#{@strata}_versions")}").to_h }
+  end
+
+  # The tag ids of the log rows, in order.
+  def logged
+    with_connection { |c| c.select_values("SELECT tag_id FROM #{c.quote_table_name("#{@strata}_log")} ORDER BY id") }
+  end
+
+  def with_connection(&)
+    self.class::Record.connection_pool.with_connection(&)
+  end
+
+  # Runs sql on a plain connection (no Active Record), as psql or another program would.
+  def raw(sql)
+    connection = plain_connection
+    sql.split(";\n").each { |statement| connection.query(statement) }
+  ensure
+    connection&.close
+  end
+
+  # The changes of one raw statement: the tags that got new versions, and the tags logged.
+  def changes_of(sql)
+    before = versions
+    logged_before = logged.size
+    raw(sql)
+    after = versions
+    [after.keys.select { |tag_id| before[tag_id] != after[tag_id] }.sort, logged.drop(logged_before).sort]
+  end
+
+  def assert_changed(tags, changes, message = nil)
+    expected = tags.map { |tag| id(tag) }.sort
+    assert_equal expected, changes[0], "#{message}: new versions for #{tags}"
+    assert_equal expected, changes[1], "#{message}: log rows for #{tags}"
+  end
+
+  def assert_versions_are_62_bit
+    versions.each_value { |version| assert_operator version, :<, 1 << 62 }
+  end
+end
+
+class TriggersGeneratorPostgresTest < Minitest::Test
+  include TriggerMigrationCase
+
+  class Record < ActiveRecord::Base
+    self.abstract_class = true
+  end
+
+  # Each test in a schema of its own on the shared server: its bugs table is "bugs".
+  def setup
+    super
+    @schema = "strata_trg_#{SecureRandom.hex(4)}"
+    @strata = "strata_entries"
+    Record.establish_connection("#{Strata::TestSupport::PostgresCluster.url}?min_messages=warning")
+    with_connection do |c|
+      c.execute("CREATE SCHEMA #{@schema}")
+      c.schema_search_path = @schema
+      Strata::TestSupport::InvalidationTables.create(c, @strata)
+      c.execute("CREATE TABLE bugs (id bigint PRIMARY KEY, title text)")
+      c.execute("CREATE TABLE \"バグ\" (id bigint PRIMARY KEY, title text)")
+      c.execute("INSERT INTO bugs VALUES (42, 'crash'), (7, 'hang')")
+      c.execute("INSERT INTO \"バグ\" VALUES (1, 'x')")
+    end
+  end
+
+  def teardown
+    with_connection { |c| c.execute("DROP SCHEMA IF EXISTS #{@schema} CASCADE") }
+    Record.remove_connection
+    super
+  end
+
+  def plain_connection
+    connection = PG.connect(Strata::TestSupport::PostgresCluster.url)
+    connection.exec("SET search_path TO #{@schema}")
+    connection
+  end
+
+  def test_the_tag_id_function_is_strata_dependencies_tag_id
+    migrate(%w[bugs])
+    tags = ["bugs/42", "bugs", "バグ/1", "bügs/-1", "projects/7", "", "x" * 300, "a/\u{1F600}"]
+    with_connection do |c|
+      tags.each do |tag|
+        assert_equal id(tag), c.select_value("SELECT strata_entries_tag_id(#{c.quote(tag)})"), tag.inspect
+      end
+    end
+  end
+
+  def test_p5_a_raw_update_bumps_the_record_and_the_collection_logs_and_notifies
+    migrate(%w[bugs])
+    listener = plain_connection
+    listener.exec("LISTEN strata_entries_log")
+
+    assert_changed(%w[bugs/42 bugs], changes_of("UPDATE bugs SET title = 'crash on start' WHERE id = 42"), "update")
+    assert listener.wait_for_notify(10) { |channel| assert_equal "strata_entries_log", channel }, "notified"
+    assert_changed(%w[bugs/42 bugs], changes_of("UPDATE bugs SET title = 'again' WHERE id = 42"), "a second update, new versions again")
+    assert_changed(%w[bugs/8 bugs], changes_of("INSERT INTO bugs VALUES (8, 'new')"), "insert")
+    assert_changed(%w[bugs/7 bugs/70 bugs], changes_of("UPDATE bugs SET id = 70 WHERE id = 7"), "a key change: old and new")
+    assert_changed(%w[bugs/8 bugs], changes_of("DELETE FROM bugs WHERE id = 8"), "delete")
+    assert_changed(%w[bugs], changes_of("TRUNCATE bugs"), "truncate: the collection")
+    assert_versions_are_62_bit
+  ensure
+    listener&.close
+  end
+
+  def test_p5_a_session_with_another_search_path
+    migrate(%w[bugs])
+    connection = PG.connect(Strata::TestSupport::PostgresCluster.url)
+    before = versions
+    connection.exec("UPDATE #{@schema}.bugs SET title = 'y' WHERE id = 42")
+    assert_equal [id("bugs"), id("bugs/42")].sort, versions.keys.select { |tag_id| before[tag_id] != versions[tag_id] }.sort
+  ensure
+    connection&.close
+  end
+
+  def test_p5_a_utf8_table_name
+    migrate(%w[バグ])
+    assert_changed(%w[バグ/1 バグ], changes_of("UPDATE \"バグ\" SET title = 'y' WHERE id = 1"))
+  end
+
+  def test_the_versions_change_when_the_transaction_commits_and_not_on_rollback
+    migrate(%w[bugs])
+    connection = plain_connection
+    before = versions
+    connection.exec("BEGIN")
+    connection.exec("UPDATE bugs SET title = 'y' WHERE id = 42")
+    assert_equal before, versions, "deferred to the commit"
+    connection.exec("ROLLBACK")
+    assert_equal before, versions, "a rollback bumps nothing"
+    assert_empty logged
+
+    connection.exec("BEGIN")
+    connection.exec("UPDATE bugs SET title = 'y' WHERE id = 42")
+    connection.exec("UPDATE bugs SET title = 'z' WHERE id = 42")
+    connection.exec("COMMIT")
+    refute_equal before, versions
+  ensure
+    connection&.close
+  end
+
+  def test_down_removes_the_triggers_and_keeps_functions_other_tables_use
+    migrate(%w[bugs])
+    migrate(%w[バグ])
+    migrate(%w[バグ], :down)
+    assert_equal [[], []], changes_of("UPDATE \"バグ\" SET title = 'y' WHERE id = 1"), "no trigger on バグ"
+    assert_changed(%w[bugs/42 bugs], changes_of("UPDATE bugs SET title = 'y' WHERE id = 42"), "bugs still has its own")
+
+    migrate(%w[bugs], :down)
+    assert_equal [[], []], changes_of("UPDATE bugs SET title = 'z' WHERE id = 42")
+    functions = with_connection { |c| c.select_values("SELECT proname FROM pg_proc JOIN pg_namespace n ON n.oid = pronamespace WHERE nspname = #{c.quote(@schema)}") }
+    assert_empty functions, "the last down drops the functions"
+  end
+end
+
+class TriggersGeneratorMariaDBTest < Minitest::Test
+  include TriggerMigrationCase
+
+  class Record < ActiveRecord::Base
+    self.abstract_class = true
+  end
+
+  # Tables of the test's own in the shared database.
+  def setup
+    super
+    suffix = SecureRandom.hex(4)
+    @strata = "strata_trg_#{suffix}"
+    @bugs = "bugs_#{suffix}"
+    @utf8 = "バグ_#{suffix}"
+    Record.establish_connection(Strata::TestSupport::MariaDBServer.url)
+    with_connection do |c|
+      Strata::TestSupport::InvalidationTables.create(c, @strata)
+      [@bugs, @utf8].each do |table|
+        c.execute("CREATE TABLE #{c.quote_table_name(table)} (id BIGINT PRIMARY KEY, title VARCHAR(100)) DEFAULT CHARSET utf8mb4")
+      end
+      c.execute("INSERT INTO #{c.quote_table_name(@bugs)} VALUES (42, 'crash'), (7, 'hang')")
+      c.execute("INSERT INTO #{c.quote_table_name(@utf8)} VALUES (1, 'x')")
+    end
+  end
+
+  def teardown
+    with_connection do |c|
+      [@bugs, @utf8].each { |table| c.execute("DROP TABLE IF EXISTS #{c.quote_table_name(table)}") }
+      Strata::TestSupport::InvalidationTables.drop(c, @strata)
+    end
+    Record.remove_connection
+    super
+  end
+
+  def plain_connection
+    url = URI(Strata::TestSupport::MariaDBServer.url)
+    Trilogy.new(host: url.host, port: url.port, username: url.user, database: url.path.delete_prefix("/"), encoding: "utf8mb4")
+  end
+
+  def test_p5_a_raw_update_bumps_the_record_and_the_collection_and_logs
+    migrate([@bugs])
+    bugs = "`#{@bugs}`"
+    assert_changed(%W[#{@bugs}/42 #{@bugs}], changes_of("UPDATE #{bugs} SET title = 'crash on start' WHERE id = 42"), "update")
+    assert_changed(%W[#{@bugs}/42 #{@bugs}], changes_of("UPDATE #{bugs} SET title = 'again' WHERE id = 42"), "again")
+    assert_changed(%W[#{@bugs}/8 #{@bugs}], changes_of("INSERT INTO #{bugs} VALUES (8, 'new')"), "insert")
+    assert_changed(%W[#{@bugs}/7 #{@bugs}/70 #{@bugs}], changes_of("UPDATE #{bugs} SET id = 70 WHERE id = 7"), "a key change")
+    assert_changed(%W[#{@bugs}/8 #{@bugs}], changes_of("DELETE FROM #{bugs} WHERE id = 8"), "delete")
+    assert_versions_are_62_bit
+  end
+
+  def test_p5_a_utf8_table_name_and_the_tag_ids_are_strata_dependencies_tag_id
+    migrate([@utf8])
+    assert_changed(%W[#{@utf8}/1 #{@utf8}], changes_of("UPDATE `#{@utf8}` SET title = 'y' WHERE id = 1"))
+  end
+
+  def test_a_rollback_bumps_nothing
+    migrate([@bugs])
+    connection = plain_connection
+    connection.query("BEGIN")
+    connection.query("UPDATE `#{@bugs}` SET title = 'y' WHERE id = 42")
+    connection.query("ROLLBACK")
+    assert_empty versions
+    assert_empty logged
+  ensure
+    connection&.close
+  end
+
+  def test_down_removes_the_triggers
+    migrate([@bugs])
+    migrate([@bugs], :down)
+    assert_equal [[], []], changes_of("UPDATE `#{@bugs}` SET title = 'y' WHERE id = 42")
+  end
+end
+
+class TriggersGeneratorTest < Minitest::Test
+  ROOT = TriggerMigrationCase::ROOT
+
+  def test_the_generator_writes_the_migration
+    Strata::TestSupport.with_tmpdir do |dir|
+      script = <<~RUBY
+        require "generators/strata/triggers/triggers_generator"
+        Strata::Generators::TriggersGenerator.start(["bugs", "bug_tags", "--table-name=cache_rows", "--quiet"], destination_root: ARGV[0])
+      RUBY
+      assert system(RbConfig.ruby, "-I#{ROOT}/lib", "-e", script, dir), "the generator ran"
+      files = Dir[File.join(dir, "db/migrate/*_add_strata_triggers_to_bugs_bug_tags.rb")]
+      assert_equal 1, files.size, "one migration in db/migrate"
+      source = File.read(files.first)
+      assert_includes source, "class AddStrataTriggersToBugsBugTags < ActiveRecord::Migration["
+      assert_includes source, 'TABLES = ["bugs", "bug_tags"].freeze'
+      assert_includes source, 'STRATA_TABLE = "cache_rows"'
+
+      refute system(RbConfig.ruby, "-I#{ROOT}/lib", "-e", script.sub('"bug_tags"', '"bug;tags"'), dir, err: File::NULL),
+        "a name that is not an identifier is refused"
+    end
+  end
+end
