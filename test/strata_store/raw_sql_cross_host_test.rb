@@ -1,0 +1,76 @@
+# frozen_string_literal: true
+
+require_relative "store_case"
+require "erb"
+require "pg"
+require "securerandom"
+require "strata/tiers/sql"
+require "support/postgres_cluster"
+
+# P5 across hosts: the strata:triggers migration on PostgreSQL, a raw UPDATE from a plain
+# connection (psql, another program), and a store on another host whose L1 holds an entry
+# tagged with the row's tag: its poller reads the trigger's log row and the entry misses. In a
+# schema of the test's own on the shared server.
+class StrataStoreRawSqlCrossHostTest < Strata::StoreCase
+  TEMPLATE = File.expand_path("../../lib/generators/strata/triggers/templates/add_strata_triggers.rb.tt", __dir__)
+  BOUND = 10
+
+  class Record < ActiveRecord::Base
+    self.abstract_class = true
+  end
+
+  # What the template sees of the generator.
+  TemplateContext = Struct.new(:migration_class_name, :tables, :primary_key, :table_name) do
+    def render(template)
+      ERB.new(template, trim_mode: "-").result(binding)
+    end
+  end
+
+  def setup
+    @schema = "strata_raw_#{SecureRandom.hex(4)}"
+    url = Strata::TestSupport::PostgresCluster.url
+    Record.establish_connection(url)
+    Record.connection_pool.with_connection { |c| c.execute("CREATE SCHEMA #{@schema}") }
+    Record.establish_connection("#{url}?schema_search_path=#{@schema}&min_messages=warning")
+    Strata::Tiers::SQL.create_table!(Record)
+    Record.connection_pool.with_connection do |c|
+      c.execute("CREATE TABLE bugs (id bigint PRIMARY KEY, title text)")
+      c.execute("INSERT INTO bugs VALUES (42, 'crash')")
+      verbose = ActiveRecord::Migration.verbose
+      ActiveRecord::Migration.verbose = false
+      migration.new.exec_migration(c, :up)
+    ensure
+      ActiveRecord::Migration.verbose = verbose
+    end
+  end
+
+  def teardown
+    Record.connection_pool.with_connection { |c| c.execute("DROP SCHEMA #{@schema} CASCADE") }
+    Record.remove_connection
+  end
+
+  def test_p5_a_raw_update_reaches_another_hosts_cached_entry
+    cache = build_store(sql: {connection_class: Record}, coherence_interval: 60)
+    poller = cache.instance_variable_get(:@poller)
+    assert wait_until(BOUND) { poller.last_seen }
+    cache.fetch("bug/42", tags: ["bugs/42"]) { "crash" }
+    cache.fetch("bugs", tags: ["bugs"]) { "1 bug" }
+    assert_equal "crash", cache.read("bug/42")
+
+    connection = PG.connect(Strata::TestSupport::PostgresCluster.url)
+    connection.exec("UPDATE #{@schema}.bugs SET title = 'crash on start' WHERE id = 42")
+    assert wait_until(BOUND) { cache.read("bug/42").nil? }, "the record's entry"
+    assert_nil cache.read("bugs"), "and the collection's"
+  ensure
+    connection&.close
+  end
+
+  private
+
+  def migration
+    source = TemplateContext.new("AddStrataTriggers", %w[bugs], "id", "strata_entries").render(File.read(TEMPLATE))
+    namespace = Module.new
+    namespace.module_eval(source, "migration.rb")
+    namespace::AddStrataTriggers
+  end
+end
