@@ -126,6 +126,18 @@ class VMWatchMiddlewareTest < Minitest::Test
     ActiveSupport.error_reporter.unsubscribe(reporter)
   end
 
+  def test_a_request_that_raises_is_reported_and_its_error_goes_on
+    failing = lambda do |_env|
+      PLANT.call
+      raise ArgumentError, "the app failed"
+    end
+
+    error = assert_raises(ArgumentError) { Strata::VMWatch.new(failing, debug: true, ring: @ring, logger: Logger.new(@log)).call(Rack::MockRequest.env_for("/boom")) }
+
+    assert_equal "the app failed", error.message
+    assert_equal [["GET /boom", [PLANTED_AT]]], @ring.to_a.map { |r| [r.label, r.sites.map(&:location)] }
+  end
+
   def test_nested_and_repeated_invalidations_are_charged_once_to_their_own_lines
     extended_at = "#{__FILE__}:#{__LINE__ + 3}"
     app = lambda do |_env|
