@@ -4,18 +4,21 @@
 # cache invalidation impact on a single and multithreaded applications": the same simulated
 # request served by 1 and by 10 threads, clean and with one invalidating call in it.
 #
-#   bundle exec ruby bench/research/vm_cache.rb [--quick]    (about 80 s; --quick: one round)
+#   bundle exec ruby bench/research/vm_cache.rb [--quick]    (about 80 s; --quick: one round, 10 s)
 #
-# Not part of bin/bench. Prints requests/s and the slowdown against the clean request on the
-# same number of threads; the µs one call adds to a request (1 thread) next to what the call
-# costs alone, the difference being what the invalidated caches cost the request; and which
-# RubyVM.stat counters each call moves.
+# Not part of bin/bench. Prints requests/s, the CPU time per request and the slowdown against
+# the clean request on the same number of threads; what each call costs alone (what it adds to
+# a request beyond that is what the invalidated caches cost); and which RubyVM.stat counters
+# each call moves.
 
 require "benchmark/ips"
 require "ostruct"
 require_relative "../paired_ratio"
 require_relative "../text_table"
-require_relative "../../lib/strata/vm_watch/counters"
+
+lib = File.expand_path("../../lib", __dir__)
+$LOAD_PATH.unshift(lib) unless $LOAD_PATH.include?(lib)
+require "strata/vm_watch"
 
 module Strata
   module Bench
@@ -129,39 +132,60 @@ module Strata
         end
       end
 
+      # Per round, for each job: requests/s (benchmark-ips, wall clock) and the process's CPU
+      # time per request over the same calls. On a shared machine the wall clock also counts the
+      # time other processes held the cores; CPU time mostly does not, so the slowdowns are
+      # taken from it.
+      Figures = Struct.new(:ips, :cpu_us)
+
       module_function
 
-      # {threads => {variant => [requests/s of each round]}}: rounds short ips runs, the variants
-      # in a rotated order each round. Figures are paired by round (PairedRatio), so a spell of
-      # load from the other processes on a shared machine weighs on a variant and the clean
-      # request it is compared with alike.
-      def run(time:, warmup:, rounds:)
-        THREADS.to_h do |threads|
-          pool = Pool.new(threads)
-          by_round = Hash.new { |hash, name| hash[name] = [] }
-          rounds.times do |round|
+      # {name => Figures of per-round Arrays}. jobs: {name => callable(n) doing n requests}. Each
+      # round gives every job a short ips run of its own, after a full GC (so one job's garbage is
+      # not collected on another's time), in an order rotated round by round; figures are
+      # compared round by round (PairedRatio), so a spell of load weighs on a variant and the
+      # clean request it is compared with alike.
+      def measure(jobs, time:, warmup:, rounds:)
+        figures = jobs.keys.to_h { |name| [name, Figures.new([], [])] }
+        rounds.times do |round|
+          jobs.to_a.rotate(round).each do |name, job|
+            GC.start
+            cpu = 0.0
+            calls = 0
             report = Benchmark.ips(quiet: true) do |x|
               x.config(time: time, warmup: warmup)
-              VARIANTS.to_a.rotate(round).each { |name, request| x.report(name) { |n| pool.serve(request, n) } }
+              x.report(name) do |n|
+                started = cpu_now
+                job.call(n)
+                cpu += cpu_now - started
+                calls += n
+              end
             end
-            report.entries.each { |entry| by_round[entry.label] << entry.ips }
+            figures[name].ips << report.entries.first.ips
+            figures[name].cpu_us << cpu / calls * 1e6
           end
-          pool.close
-          [threads, by_round]
+        end
+        figures
+      end
+
+      def cpu_now
+        Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID)
+      end
+
+      # {threads => {variant => Figures}}: each variant served by a pool of that many threads.
+      def run(**options)
+        THREADS.to_h do |threads|
+          pool = Pool.new(threads)
+          [threads, measure(VARIANTS.transform_values { |request| ->(n) { pool.serve(request, n) } }, **options)]
+        ensure
+          pool&.close
         end
       end
 
-      # {call => µs} for each of CALLS alone, on this thread, the median of rounds.
-      def call_costs(time:, warmup:, rounds:)
-        by_round = Hash.new { |hash, name| hash[name] = [] }
-        rounds.times do |round|
-          report = Benchmark.ips(quiet: true) do |x|
-            x.config(time: time, warmup: warmup)
-            CALLS.to_a.rotate(round).each { |name, call| x.report(name) { |n| n.times { call.call } } }
-          end
-          report.entries.each { |entry| by_round[entry.label] << 1e6 / entry.ips }
-        end
-        by_round.transform_values { |costs| PairedRatio.median(costs) }
+      # {call => CPU µs} for each of CALLS alone, on this thread.
+      def call_costs(**options)
+        figures = measure(CALLS.transform_values { |call| ->(n) { n.times { call.call } } }, **options)
+        figures.transform_values { |f| PairedRatio.median(f.cpu_us) }
       end
 
       # {variant => {counter => growth}} for one request of each, after a warm-up request.
@@ -174,40 +198,36 @@ module Strata
         end
       end
 
-      def table(rates, costs, moved)
-        header = ["request"] + THREADS.flat_map { |t| ["#{t} thread#{"s" if t > 1} req/s", "slowdown"] } +
-          ["µs added", "call alone µs", "counters moved per request"]
+      def table(results, costs, moved)
+        header = ["request"] + THREADS.flat_map { |t| ["#{t} thread#{"s" if t > 1} req/s", "CPU µs/req", "slowdown"] } +
+          ["call alone, CPU µs", "counters moved per request"]
         rows = VARIANTS.keys.map do |name|
-          cells = THREADS.flat_map { |threads| [PairedRatio.median(rates[threads][name]).round.to_s, slowdown(rates[threads], name)] }
+          cells = THREADS.flat_map do |threads|
+            figures = results[threads][name]
+            clean = results[threads]["clean"].cpu_us
+            [PairedRatio.median(figures.ips).round.to_s, format("%.1f", PairedRatio.median(figures.cpu_us)),
+              (name == "clean") ? "-" : format("%.1f%%", slowdown(clean, figures.cpu_us))]
+          end
           counters = moved[name].map { |key, growth| "#{key} +#{growth}" }.join(", ")
-          [name, *cells, added(rates[THREADS.first], name), costs[name] ? format("%.1f", costs[name]) : "-",
-            counters.empty? ? "none" : counters]
+          [name, *cells, costs[name] ? format("%.1f", costs[name]) : "-", counters.empty? ? "none" : counters]
         end
         TextTable.render(header, rows)
       end
 
-      # How much slower than the clean request, the median over rounds of each round's ratio.
-      def slowdown(by_round, name)
-        return "-" if name == "clean"
-
-        format("%.1f%%", (1 - PairedRatio.median(by_round[name].zip(by_round["clean"]).map { |v, c| v / c })) * 100)
-      end
-
-      # The µs the call adds to one request, the median over rounds.
-      def added(by_round, name)
-        return "-" if name == "clean"
-
-        format("%.1f", PairedRatio.median(by_round[name].zip(by_round["clean"]).map { |v, c| 1e6 / v - 1e6 / c }))
+      # The throughput lost against the clean request, in %: 1 - clean/variant CPU time per
+      # request, the median of the rounds' ratios.
+      def slowdown(clean_cpu_us, cpu_us)
+        (1 - PairedRatio.median(clean_cpu_us.zip(cpu_us).map { |c, v| c / v })) * 100
       end
 
       def main(argv)
         quick = argv.include?("--quick")
-        rounds = quick ? 1 : 5
+        rounds = quick ? 1 : 9
         puts "#{RUBY_DESCRIPTION}; #{Shapes::ALL.size} shapes, #{Shapes::ALL.size * 3} calls per request; " \
           "medians of #{rounds} paired round(s)"
         moved = counters_moved
-        rates = run(time: 1, warmup: 0.5, rounds: rounds)
-        puts table(rates, call_costs(time: 1, warmup: 0.5, rounds: rounds), moved)
+        options = {time: 0.5, warmup: 0.2, rounds: rounds}
+        puts table(run(**options), call_costs(**options), moved)
       end
     end
   end

@@ -27,12 +27,15 @@ class VMCacheBenchTest < Minitest::Test
     refute_empty moved["Object#extend"]
   end
 
-  def test_slowdown_and_added_cost_are_paired_by_round
-    # Round 2 ran through a slow spell: both figures halved, the ratio stayed.
-    rounds = {"clean" => [100.0, 50.0, 100.0], "x" => [80.0, 40.0, 80.0]}
+  def test_the_slowdown_pairs_rounds
+    # Round 2 ran through a slow spell: both CPU times doubled, their ratio stayed.
+    assert_in_delta 20.0, VMCache.slowdown([40.0, 80.0, 40.0], [50.0, 100.0, 50.0]), 1e-9
+  end
 
-    assert_equal "20.0%", VMCache.slowdown(rounds, "x")
-    assert_equal "2500.0", VMCache.added(rounds, "x")
-    assert_equal "-", VMCache.slowdown(rounds, "clean")
+  def test_measure_gives_a_figure_per_round_for_each_job
+    figures = VMCache.measure({"a" => ->(n) { n.times { [1, 2].sum } }}, time: 0.01, warmup: 0.01, rounds: 2)
+
+    assert_equal 2, figures["a"].ips.size
+    assert_equal 2, figures["a"].cpu_us.size
   end
 end
