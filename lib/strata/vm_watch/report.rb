@@ -17,8 +17,9 @@ module Strata
     # What one request or test did to the VM caches. deltas: {counter => growth}, only the
     # counters that moved. sites: Sites, empty unless debug mode. unattributed: the part of deltas
     # no site accounts for (debug mode; a constant assigned with `X = ...`, or another thread's
-    # work, RubyVM.stat being process-wide), {} when the sites explain everything.
-    Report = Struct.new(:label, :deltas, :sites, :unattributed, :debug, :at, keyword_init: true) do
+    # work, RubyVM.stat being process-wide), {} when the sites explain everything. tracer_error:
+    # the exception that stopped the tracing part way (a bug in the watch), else nil.
+    Report = Struct.new(:label, :deltas, :sites, :unattributed, :debug, :tracer_error, :at, keyword_init: true) do
       def self.format_deltas(deltas)
         deltas.map { |key, growth| "#{key} +#{growth}" }.join(", ")
       end
@@ -28,12 +29,13 @@ module Strata
         lines = ["VM caches invalidated by #{label}: #{Report.format_deltas(deltas)}"]
         sites.each { |site| lines << "  #{site}" }
         lines << "  not attributed: #{Report.format_deltas(unattributed)}" if debug && !unattributed.empty?
+        lines << "  tracing stopped: #{tracer_error.class}: #{tracer_error.message}" if tracer_error
         lines.join("\n")
       end
 
       # The ActiveSupport::Notifications payload.
       def to_h
-        super.merge(sites: sites.map(&:to_h))
+        super.merge(sites: sites.map(&:to_h), tracer_error: tracer_error&.then { |e| "#{e.class}: #{e.message}" })
       end
     end
   end

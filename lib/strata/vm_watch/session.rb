@@ -31,7 +31,7 @@ module Strata
         return if deltas.empty?
 
         Report.new(label: block_given? ? yield : label, deltas: deltas, sites: sites,
-          unattributed: unattributed(deltas, sites), debug: !@tracer.nil?, at: Time.now)
+          unattributed: unattributed(deltas, sites), debug: !@tracer.nil?, tracer_error: @tracer&.error, at: Time.now)
       end
 
       private

@@ -28,7 +28,8 @@ module Strata
         define_method define_singleton_method alias_method remove_method undef_method
         attr_accessor attr_reader attr_writer
         instance_eval instance_exec class_eval class_exec module_eval module_exec
-        const_set remove_const class_variable_set remove_class_variable
+        const_set remove_const public_constant private_constant deprecate_constant autoload
+        class_variable_set remove_class_variable
         load require require_relative
       ].to_h { |name| [name, true] }.freeze
 
@@ -37,8 +38,8 @@ module Strata
       MAX_DEPTH = 256
       MAX_SITES = 32
 
-      # A site is the first frame outside these: Ruby's own library, the installed gems and
-      # this watch's files.
+      # This watch's files: never a site. A site is the first frame outside them, Ruby's own
+      # library and the installed gems (library_paths).
       OWN_FILES = [__dir__ + "/", File.expand_path("../vm_watch.rb", __dir__)].freeze
 
       MODULE_NAME = Module.instance_method(:name)
@@ -46,6 +47,9 @@ module Strata
       # One watched call in progress. start: the counters at the call; children: what nested
       # watched calls already accounted for.
       Frame = Struct.new(:method_id, :receiver, :owner, :start, :children)
+
+      # The exception that stopped the tracing, if one did.
+      attr_reader :error
 
       def initialize(thread = Thread.current)
         @thread = thread
@@ -70,12 +74,17 @@ module Strata
 
       private
 
+      # An exception raised here would surface in the traced code, the app's request: the
+      # tracing stops instead, and what follows counts as not attributed.
       def on_event(tp)
         case tp.event
         when :c_call, :call then enter(tp) if WATCHED[tp.method_id]
         when :c_return, :return then leave(tp) if WATCHED[tp.method_id]
         else enter_class_body(tp)
         end
+      rescue => e
+        @error = e
+        @trace.disable
       end
 
       def enter(tp)
