@@ -7,6 +7,9 @@ module Strata
   # Active Record models opt in with include Strata::Model; loaded on first use, so Strata runs
   # without Active Record.
   autoload :Model, "strata/model"
+  # Rack middleware and test helpers that report Ruby VM cache invalidations; loaded on first
+  # use, so Strata runs without Rack.
+  autoload :VMWatch, "strata/vm_watch"
 end
 
 require "strata/version"

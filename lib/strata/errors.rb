@@ -42,4 +42,15 @@ module Strata
 
   # A file Strata was asked to map belongs to another user or is writable by group or world.
   class UnsafeFileError < Error; end
+
+  # Code that was to leave Ruby's VM caches alone invalidated them (VMWatch's RSpec helper).
+  # report: the VMWatch::Report, whose message is this error's.
+  class VMCacheInvalidated < Error
+    attr_reader :report
+
+    def initialize(report)
+      @report = report
+      super(report.message)
+    end
+  end
 end
