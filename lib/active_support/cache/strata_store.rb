@@ -327,16 +327,23 @@ module ActiveSupport
         end
       end
 
-      # The stack's on_stamps: a current stamped entry was read under key; the computation under
-      # way, if any, depends on it too, and the read-through of key keeps them (Fill#read_stamps).
-      # A read of one of the computation's own keys (fetch_multi's hits) is not its dependency,
-      # but the computation around it, if any, used the value.
-      def depend_on(key, words)
-        if (capture = Thread.current[CAPTURE])
+      # The stack's on_stamps: a current stamped entry (bytes) was read under key; the
+      # computation under way, if any, depends on its stamps too, and the read-through of key
+      # keeps them (Fill#read_stamps). A read of one of the computation's own keys (fetch_multi's
+      # hits) is not its dependency, but the computation around it, if any, used the value. The
+      # stamps are unpacked only when one of them takes them: a hit outside any fetch block
+      # makes no object here.
+      def depend_on(key, bytes)
+        capture = Thread.current[CAPTURE]
+        fill = Thread.current[FILL]
+        fill = nil unless fill && fill.key == key
+        return unless capture || fill
+
+        words = Strata::Entry.stamp_words(bytes)
+        if capture
           capture.for?(key) ? capture.outer&.add(words) : capture.add(words)
         end
-        fill = Thread.current[FILL]
-        fill.read_stamps = words if fill && fill.key == key
+        fill.read_stamps = words if fill
       end
 
       # The stamps the entry written under key carries: the computation's whose result it is;
