@@ -11,6 +11,7 @@ require "strata/entry"
 require "strata/stack"
 require "active_support/cache/strata_store/codec"
 require "active_support/cache/strata_store/failure_reports"
+require "active_support/cache/strata_store/stamp_reads"
 require "active_support/cache/strata_store/unobserved_reads"
 
 module ActiveSupport
@@ -107,7 +108,7 @@ module ActiveSupport
         # version (docs/compatibility.md).
         super(options.merge(coder: nil))
         @stack = Strata::Stack.new(build_tiers(l1, memcached, sql), on_error: method(:report_failure),
-          fill_wait: fill_wait, coherence_interval: coherence_interval, on_stamps: method(:depend_on))
+          fill_wait: fill_wait, coherence_interval: coherence_interval, on_stamps: StampReads.new)
         @listable = listable_tiers.size == @stack.tier_names.size
       end
 
@@ -311,7 +312,7 @@ module ActiveSupport
 
       # Runs the block as the computation of the entries under keys (one key, or an Array): the versions of tags are
       # read first (before the block, so an invalidation during it makes the entry miss), and the
-      # stamps of what the block reads are added (Stack's on_stamps, #depend_on). What it
+      # stamps of what the block reads are added (Stack's on_stamps, StampReads). What it
       # depended on is added to the computation around it, if any, when it is done.
       def capturing(keys, tags)
         ids = tags ? tag_ids(tags) : nil
@@ -325,25 +326,6 @@ module ActiveSupport
           Thread.current[CAPTURE] = outer
           outer&.add(capture.words)
         end
-      end
-
-      # The stack's on_stamps: a current stamped entry (bytes) was read under key; the
-      # computation under way, if any, depends on its stamps too, and the read-through of key
-      # keeps them (Fill#read_stamps). A read of one of the computation's own keys (fetch_multi's
-      # hits) is not its dependency, but the computation around it, if any, used the value. The
-      # stamps are unpacked only when one of them takes them: a hit outside any fetch block
-      # makes no object here.
-      def depend_on(key, bytes)
-        capture = Thread.current[CAPTURE]
-        fill = Thread.current[FILL]
-        fill = nil unless fill && fill.key == key
-        return unless capture || fill
-
-        words = Strata::Entry.stamp_words(bytes)
-        if capture
-          capture.for?(key) ? capture.outer&.add(words) : capture.add(words)
-        end
-        fill.read_stamps = words if fill
       end
 
       # The stamps the entry written under key carries: the computation's whose result it is;
