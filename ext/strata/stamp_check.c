@@ -13,21 +13,37 @@
 
 static uint64_t load_le64(const unsigned char *p)
 {
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
+    uint64_t v;
+    memcpy(&v, p, sizeof v);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    v = __builtin_bswap64(v);
+#endif
     return v;
 }
 
 static unsigned load_le16(const unsigned char *p) { return (unsigned)p[0] | ((unsigned)p[1] << 8); }
 
+/* The 16 lowercase hex digits of id, most significant first, two at a time. */
+static void write_hex(uint64_t id, char *out)
+{
+    static const char digits[] = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
+                                 "202122232425262728292a2b2c2d2e2f303132333435363738393a3b3c3d3e3f"
+                                 "404142434445464748494a4b4c4d4e4f505152535455565758595a5b5c5d5e5f"
+                                 "606162636465666768696a6b6c6d6e6f707172737475767778797a7b7c7d7e7f"
+                                 "808182838485868788898a8b8c8d8e8f909192939495969798999a9b9c9d9e9f"
+                                 "a0a1a2a3a4a5a6a7a8a9aaabacadaeafb0b1b2b3b4b5b6b7b8b9babbbcbdbebf"
+                                 "c0c1c2c3c4c5c6c7c8c9cacbcccdcecfd0d1d2d3d4d5d6d7d8d9dadbdcdddedf"
+                                 "e0e1e2e3e4e5e6e7e8e9eaebecedeeeff0f1f2f3f4f5f6f7f8f9fafbfcfdfeff";
+    for (int i = 7; i >= 0; i--) {
+        memcpy(out + 2 * i, digits + 2 * (id & 0xff), 2);
+        id >>= 8;
+    }
+}
+
 void strata_tag_key(uint64_t id, char key[STRATA_TAG_KEY_LEN])
 {
-    static const char hex[] = "0123456789abcdef";
     memcpy(key, STRATA_TAG_KEY_PREFIX, STRATA_TAG_KEY_PREFIX_LEN);
-    for (int i = STRATA_TAG_KEY_LEN - 1; i >= STRATA_TAG_KEY_PREFIX_LEN; i--) {
-        key[i] = hex[id & 0xf];
-        id >>= 4;
-    }
+    write_hex(id, key + STRATA_TAG_KEY_PREFIX_LEN);
 }
 
 /* Where strata_get copies a version: this buffer when the value is 8 bytes long; any other
@@ -49,10 +65,11 @@ strata_stamps strata_stamps_check(strata_table *t, const unsigned char *stamps, 
     version_buf held;
     strata_sink sink = {version_reserve, &held};
 
+    memcpy(key, STRATA_TAG_KEY_PREFIX, STRATA_TAG_KEY_PREFIX_LEN);
     /* Bound: count lookups, count <= 65535 from an entry. */
     for (size_t i = 0; i < count; i++) {
         const unsigned char *stamp = stamps + i * STAMP_BYTES;
-        strata_tag_key(load_le64(stamp), key);
+        write_hex(load_le64(stamp), key + STRATA_TAG_KEY_PREFIX_LEN);
         if (strata_get(t, key, sizeof key, &sink, NULL) != STRATA_OK) {
             answer = STRATA_STAMPS_UNKNOWN; /* a later stamp may still be stale */
             continue;

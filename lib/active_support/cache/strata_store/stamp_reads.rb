@@ -17,8 +17,9 @@ module ActiveSupport
       # costs a hit less than a Method's or a lambda's.
       class StampReads
         def call(key, bytes)
-          capture = Thread.current[CAPTURE]
-          fill = Thread.current[FILL]
+          fiber = Thread.current
+          capture = fiber[CAPTURE]
+          fill = fiber[FILL]
           fill = nil unless fill && fill.key == key
           return unless capture || fill
 
