@@ -46,8 +46,8 @@ void strata_tag_key(uint64_t id, char key[STRATA_TAG_KEY_LEN])
     write_hex(id, key + STRATA_TAG_KEY_PREFIX_LEN);
 }
 
-/* Where strata_get copies a version: this buffer when the value is 8 bytes long; any other
- * length is refused (strata_get then returns STRATA_ENOMEM, an unknown here) without a copy. */
+/* Where strata_get_at copies a version: this buffer when the value is 8 bytes long; any other
+ * length is refused (strata_get_at then returns STRATA_ENOMEM, an unknown here) without a copy. */
 typedef struct version_buf {
     unsigned char bytes[VERSION_BYTES];
 } version_buf;
@@ -61,6 +61,7 @@ static void *version_reserve(void *ctx, size_t len, uint64_t version)
 strata_stamps strata_stamps_check(strata_table *t, const unsigned char *stamps, size_t count)
 {
     strata_stamps answer = STRATA_STAMPS_CURRENT;
+    uint64_t now = 0; /* read once, by the first lookup that finds an item with an expiry */
     char key[STRATA_TAG_KEY_LEN];
     version_buf held;
     strata_sink sink = {version_reserve, &held};
@@ -70,11 +71,11 @@ strata_stamps strata_stamps_check(strata_table *t, const unsigned char *stamps, 
     for (size_t i = 0; i < count; i++) {
         const unsigned char *stamp = stamps + i * STAMP_BYTES;
         write_hex(load_le64(stamp), key + STRATA_TAG_KEY_PREFIX_LEN);
-        if (strata_get(t, key, sizeof key, &sink, NULL) != STRATA_OK) {
+        if (strata_get_at(t, key, sizeof key, &sink, NULL, &now) != STRATA_OK) {
             answer = STRATA_STAMPS_UNKNOWN; /* a later stamp may still be stale */
             continue;
         }
-        /* held is this call's copy, validated by strata_get; both sides little-endian. */
+        /* held is this call's copy, validated by strata_get_at; both sides little-endian. */
         if (memcmp(held.bytes, stamp + VERSION_BYTES, VERSION_BYTES) != 0) return STRATA_STAMPS_STALE;
     }
     return answer;

@@ -2,7 +2,7 @@
  * stamp_check.h - the check of a tagged entry's dependency stamps against the tag versions the
  * same L1 table holds, in one call and without allocating: the hit path of a tagged read
  * (lib/strata/dependencies.rb, Dependencies#current?; docs/coherence.md). stamp_check.c
- * implements it on strata_get alone, so it follows table.h's reader protocol (lock-free,
+ * implements it on strata_get_at alone, so it follows table.h's reader protocol (lock-free,
  * seqlock and checksum validated, a miss rather than bytes it could not validate) and takes no
  * lock: it never waits and never holds one.
  *
@@ -16,7 +16,7 @@
  *
  * TRUST
  *   The entry bytes are the caller's private copy: every length is checked against len before
- *   anything past the header is read. A version is copied out of the table by strata_get into
+ *   anything past the header is read. A version is copied out of the table by strata_get_at into
  *   a private 8-byte buffer, validated there (length, checksum, seqlock) and compared from that
  *   copy only; a value of any other length is never copied.
  *
@@ -31,7 +31,9 @@
  *   when the call began never passes.
  *
  * COST
- *   O(c) lookups of one bucket each; no allocation, no system call. Bound: c <= 65535 (u16).
+ *   O(c) lookups of one bucket each and no allocation. The clock is read at most once per call
+ *   (strata_get_at), and only when a version has an expiry (copies of a lower tier's versions
+ *   do: coherence_interval). Bound: c <= 65535 (u16).
  */
 #ifndef STRATA_STAMP_CHECK_H
 #define STRATA_STAMP_CHECK_H
