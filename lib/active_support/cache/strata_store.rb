@@ -107,8 +107,9 @@ module ActiveSupport
         # The base store's coder would go unused: Codec encodes entries, whatever the cache format
         # version (docs/compatibility.md).
         super(options.merge(coder: nil))
+        @stamp_reads = StampReads.new
         @stack = Strata::Stack.new(build_tiers(l1, memcached, sql), on_error: method(:report_failure),
-          fill_wait: fill_wait, coherence_interval: coherence_interval, on_stamps: StampReads.new)
+          fill_wait: fill_wait, coherence_interval: coherence_interval, on_stamps: @stamp_reads)
         @listable = listable_tiers.size == @stack.tier_names.size
       end
 
@@ -266,11 +267,13 @@ module ActiveSupport
       def reading_through(key, host_probed = false)
         fill = @stack.fill_for(key, host_probed)
         outer = Thread.current[FILL]
+        @stamp_reads.enter
         Thread.current[FILL] = fill
         begin
           yield
         ensure
           Thread.current[FILL] = outer
+          @stamp_reads.leave
           @stack.finish(fill)
         end
       end
@@ -319,11 +322,13 @@ module ActiveSupport
         stamps = (ids && !ids.empty?) ? ids.zip(@stack.dependencies.versions(ids)) : Strata::Entry::NO_STAMPS
         outer = Thread.current[CAPTURE]
         capture = Strata::Dependencies::Capture.new(keys, stamps, outer)
+        @stamp_reads.enter
         Thread.current[CAPTURE] = capture
         begin
           yield
         ensure
           Thread.current[CAPTURE] = outer
+          @stamp_reads.leave
           outer&.add(capture.words)
         end
       end

@@ -39,7 +39,7 @@ module ActiveSupport
           # A hit reads nothing of tags: (the entry carries its stamps), so a fetch given only
           # tags probes with the store's own options, and merges the given ones when it misses:
           # the merge (two Hash copies and the alias scan) cost a tagged hit more than its stamps.
-          merged = merged_options(options) if options && !tags_only?(options)
+          merged = merged_options(options) if options && !(options.size == 1 && options.key?(:tags))
           probe = merged || @options
           return super if probe[:force]
 
@@ -74,10 +74,6 @@ module ActiveSupport
         end
 
         private
-
-        def tags_only?(options)
-          options.size == 1 && options.key?(:tags)
-        end
 
         # The live value under key in the host table, when that is the top tier; else Codec::MISS.
         # Lower tiers are left to one read further on. Not with an active local cache: it answers
