@@ -3,6 +3,7 @@
 require "test_helper"
 require "strata/dependencies"
 require "strata/entry"
+require "support/child_processes"
 
 module Strata
   module Tiers
@@ -10,6 +11,11 @@ module Strata
     # table holds, under the keys and in the bytes Strata::Dependencies writes them
     # (ext/strata/stamp_check.h).
     class SharedMemoryCheckStampsTest < Minitest::Test
+      include Strata::TestSupport::ChildProcesses
+
+      BUMPS = 200
+      DEADLINE = 30
+
       def setup
         @dir = Strata::TestSupport.private_tmpdir
         @table = SharedMemory.new(path: File.join(@dir, "t.l1"), size: 1 << 20)
@@ -72,6 +78,40 @@ module Strata
         assert_nil @table.check_stamps("".b)
         assert_nil @table.check_stamps("not an entry at all")
         assert_equal true, @table.check_stamps(bytes.byteslice(0, bytes.bytesize - "value".bytesize))
+      end
+
+      # Another process sharing the table bumps one tag again and again, and tells each version
+      # after its bump returned; this one checks, meanwhile, a stamp of the version before it,
+      # superseded before the check began. None passes; the last version does once it is told.
+      def test_a_bump_by_another_process_is_seen_by_every_check_that_starts_after_it
+        versions = @dependencies.versions(@ids)
+        reader, writer = IO.pipe
+        pid = fork_child do
+          reader.close
+          table = SharedMemory.new(path: @table.path, size: 1 << 20)
+          dependencies = Dependencies.new([table], %i[l1])
+          BUMPS.times do
+            dependencies.bump([@ids.last])
+            writer.puts(dependencies.versions([@ids.last]).first)
+          end
+          writer.close
+          table.close
+          true
+        end
+        writer.close
+        previous = versions.last
+        while (line = reader.gets)
+          told = Integer(line)
+          stale = versions.first(3) + [previous]
+
+          refute @table.check_stamps(entry(@ids, stale)), "a superseded version passed"
+          previous = told
+        end
+
+        assert_predicate reap(pid, DEADLINE), :success?
+        assert_equal true, @table.check_stamps(entry(@ids, versions.first(3) + [previous]))
+      ensure
+        reader&.close
       end
 
       def test_bad_arguments_and_a_closed_table
