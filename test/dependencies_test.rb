@@ -35,6 +35,11 @@ class DependenciesTest < Minitest::Test
     @dependencies.version_key(id)
   end
 
+  # Entry bytes stamped with words (tag_id, version, ...).
+  def entry(*words)
+    Strata::Entry.encode("value", stamps: words.each_slice(2).to_a)
+  end
+
   def test_a_missing_version_is_created_bottom_up_and_read_back_the_same
     version = @dependencies.versions([id]).first
 
@@ -60,12 +65,12 @@ class DependenciesTest < Minitest::Test
     refute_equal before, after
     assert_equal [after].pack("Q<"), @bottom.get(key)
     assert_equal [after].pack("Q<"), @top.get(key)
-    assert @dependencies.current?([id, after])
-    refute @dependencies.current?([id, before])
+    assert @dependencies.current?(entry(id, after))
+    refute @dependencies.current?(entry(id, before))
   end
 
   def test_a_check_does_not_create_a_missing_version
-    refute @dependencies.current?([id, 5])
+    refute @dependencies.current?(entry(id, 5))
     assert_nil @top.get(key)
     assert_nil @bottom.get(key)
   end
@@ -77,7 +82,7 @@ class DependenciesTest < Minitest::Test
 
     assert @dependencies.bump([id])
     assert_nil @top.get(key), "the old copy is gone"
-    refute @dependencies.current?([id, old])
+    refute @dependencies.current?(entry(id, old))
 
     @top.define_singleton_method(:delete) { |*| raise failure }
     @top.singleton_class.send(:remove_method, :set)
@@ -108,6 +113,73 @@ class DependenciesTest < Minitest::Test
     assert_equal [77], @dependencies.versions([id])
     assert_equal [77].pack("Q<"), @top.get(key)
     assert_includes @errors, [Strata::CorruptError, :top]
+  end
+
+  # The host table checks an entry's stamps in one call: no tier is read otherwise.
+  def test_the_host_table_settles_a_check_alone
+    ids = %w[bugs/42 projects/7 users/1 teams/3].map { |tag| Dependencies.tag_id(tag) }
+    versions = @dependencies.versions(ids)
+    failure = Strata::TierError.new("not to be read", tier: :bottom)
+    @top.define_singleton_method(:get_multi) { |*| raise failure }
+    @top.define_singleton_method(:get) { |*| raise failure }
+    @bottom.define_singleton_method(:get_multi) { |*| raise failure }
+
+    assert @dependencies.current?(entry(ids.first, versions.first))
+    assert @dependencies.current?(entry(*ids.zip(versions).flatten))
+    versions[2] += 1
+
+    refute @dependencies.current?(entry(*ids.zip(versions).flatten))
+    assert_empty @errors
+  end
+
+  def test_a_version_the_host_table_lacks_is_read_below_and_copied_up
+    ids = [id, Dependencies.tag_id("projects/7")]
+    versions = @dependencies.versions(ids)
+    @top.delete(key)
+
+    assert @dependencies.current?(entry(*ids.zip(versions).flatten))
+    assert_equal [versions.first].pack("Q<"), @top.get(key)
+    @top.delete(key)
+    versions[0] += 1
+
+    refute @dependencies.current?(entry(*ids.zip(versions).flatten))
+  end
+
+  def test_malformed_version_bytes_in_the_host_table_are_reported_and_read_below
+    version = @dependencies.versions([id]).first
+    @top.set(key, [version].pack("Q<").byteslice(0, 7))
+
+    assert @dependencies.current?(entry(id, version))
+    assert_includes @errors, [Strata::CorruptError, :top]
+    assert_equal [version].pack("Q<"), @top.get(key), "replaced by the authority's"
+  end
+
+  def test_a_host_table_that_fails_its_check_is_read_again_and_reported
+    version = @dependencies.versions([id]).first
+    failure = Strata::TierError.new("down", tier: :top)
+    @top.define_singleton_method(:check_stamps) { |*| raise failure }
+    @top.define_singleton_method(:get) { |*| raise failure }
+    @top.define_singleton_method(:get_multi) { |*| raise failure }
+
+    assert @dependencies.current?(entry(id, version))
+    refute @dependencies.current?(entry(id, version + 1))
+    assert_includes @errors, [Strata::TierError, :top]
+  end
+
+  # Without a host table on top (memcached, SQL) the tiers' versions are read as they are.
+  def test_a_stack_without_a_host_table_on_top_checks_through_reads
+    dependencies = Dependencies.new([@bottom], %i[bottom])
+    ids = [id, Dependencies.tag_id("projects/7")]
+    versions = dependencies.versions(ids)
+
+    assert dependencies.current?(entry(ids.first, versions.first))
+    assert dependencies.current?(entry(*ids.zip(versions).flatten))
+    refute dependencies.current?(entry(ids.first, versions.first + 1))
+    refute dependencies.current?(entry(*ids.zip([versions.first, versions.last + 1]).flatten))
+  end
+
+  def test_a_malformed_entry_raises_corrupt
+    assert_raises(Strata::CorruptError) { @dependencies.current?("\xE1".b) }
   end
 
   def test_bump_local_sets_or_drops_the_host_copy_only

@@ -14,6 +14,7 @@
  * process's GVL. open, clear and cleanup also run without the GVL.
  */
 #include "table.h"
+#include "stamp_check.h"
 #include "value_memo.h"
 #include "wire.h"
 #include "stock_lend.h"
@@ -464,6 +465,22 @@ static VALUE shm_get_multi(VALUE self, VALUE keys)
     return found;
 }
 
+/* check_stamps(bytes): true when every dependency stamp of the entry bytes equals the tag
+ * version this table holds, false when one differs, nil when some could not be settled here
+ * (stamp_check.h). No Ruby object is made and no Ruby code runs. */
+static VALUE shm_check_stamps(VALUE self, VALUE bytes)
+{
+    shm *s;
+    strata_stamps answer;
+
+    check_value(bytes);
+    s = shm_open_handle(self);
+    answer = strata_entry_stamps_check(s->t, RSTRING_PTR(bytes), (size_t)RSTRING_LEN(bytes));
+    RB_GC_GUARD(bytes);
+    if (answer == STRATA_STAMPS_CURRENT) return Qtrue;
+    return answer == STRATA_STAMPS_STALE ? Qfalse : Qnil;
+}
+
 static void keys_each(void *ctx, const void *key, size_t len)
 {
     rb_ary_push((VALUE)ctx, rb_str_new(key, (long)len));
@@ -741,6 +758,7 @@ void Init_strata_ext(void)
     rb_define_method(c, "delete", shm_delete, 1);
     rb_define_method(c, "incr", shm_incr, -1);
     rb_define_method(c, "decr", shm_decr, -1);
+    rb_define_method(c, "check_stamps", shm_check_stamps, 1);
     rb_define_method(c, "keys", shm_keys, 0);
     rb_define_method(c, "cleanup", shm_cleanup, 0);
     rb_define_method(c, "clear", shm_clear, 0);

@@ -577,9 +577,16 @@ char strata_sink_have_[1];
 strata_status strata_get(strata_table *t, const void *key, size_t key_len, const strata_sink *sink,
                          uint64_t *cas_out)
 {
+    uint64_t now = 0;
+    return strata_get_at(t, key, key_len, sink, cas_out, &now);
+}
+
+strata_status strata_get_at(strata_table *t, const void *key, size_t key_len, const strata_sink *sink,
+                            uint64_t *cas_out, uint64_t *now)
+{
     keyref k;
     struct bucket *b;
-    uint64_t now = 0, fenced;
+    uint64_t fenced;
 
     if (key_len == 0 || key_len > STRATA_MAX_KEY) return STRATA_EINVAL;
     k = locate(t, key, key_len);
@@ -609,7 +616,7 @@ strata_status strata_get(strata_table *t, const void *key, size_t key_len, const
             if (p == NULL || h.key_len != key_len || memcmp(p + ITEM_HDR, key, key_len) != 0) continue;
             seen = w;
             at = i;
-            if (is_expired(h.expires_ms, &now)) {
+            if (is_expired(h.expires_ms, now)) {
                 outcome = READ_EXPIRED;
                 break;
             }

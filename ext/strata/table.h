@@ -375,6 +375,16 @@ extern char strata_sink_have_[1];
 strata_status strata_get(strata_table *t, const void *key, size_t key_len, const strata_sink *sink,
                          uint64_t *cas_out);
 
+/*
+ * strata_get judging expiry against *now (unix ms): 0 until a lookup needs the clock, which
+ * then reads it once and stores it there. Several lookups made for one answer (stamp_check.h)
+ * share one *now and so read the clock at most once: a system call on some VMs, and dearer
+ * than the lookup itself. The time is the first lookup's that needed it: a later lookup of the
+ * same call may find an item live that expired since, by as long as the call has run.
+ */
+strata_status strata_get_at(strata_table *t, const void *key, size_t key_len, const strata_sink *sink,
+                            uint64_t *cas_out, uint64_t *now);
+
 /* One write; see strata_write. */
 typedef enum strata_op {
     STRATA_OP_SET,

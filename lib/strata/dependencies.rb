@@ -65,6 +65,9 @@ module Strata
       # could neither set nor drop memcached's copy is not hidden behind it for good.
       @ttls = tiers.each_index.map { |index| (index < bottom) ? coherence_interval.to_f : nil }.freeze
       @host_index = tiers.index { |tier| tier.capabilities[:host] }
+      # The top tier when it is the host tier and checks an entry's stamps itself (L1:
+      # SharedMemory#check_stamps, one C call that makes no object): #current?'s fast path.
+      @checker = tiers[0] if @host_index == 0 && tiers[0].respond_to?(:check_stamps)
       # id => version key. A Hash, not a lock: each read and write of it is one C call under the
       # GVL, and a key lost to a concurrent clear is only made again.
       @keys = {}
@@ -85,10 +88,23 @@ module Strata
       keys.map { |key| found[key] || create(key) }
     end
 
-    # Whether every stamp in words ([tag_id, version, tag_id, version, ...], Entry.stamp_words)
-    # is current. A version no tier holds makes it false without creating one: a fresh one would
-    # not match anyway.
-    def current?(words)
+    # Whether every dependency stamp of the stamped entry bytes is current. A version no tier
+    # holds makes it false without creating one: a fresh one would not match anyway. Raises
+    # Strata::CorruptError when the entry's header is malformed.
+    #
+    # The usual case is settled by the top tier alone, in one call that makes no object, when
+    # it offers one (#check_stamps: true or false); what it can't settle (nil: a version it
+    # does not hold or holds malformed) is read as below, lower tiers included.
+    def current?(bytes)
+      if @checker
+        answer = begin
+          @checker.check_stamps(bytes)
+        rescue TierError
+          nil # reported by #read, which reads the top tier once more
+        end
+        return answer unless answer.nil?
+      end
+      words = Entry.stamp_words(bytes)
       return current_one?(words[0], words[1]) if words.size == 2
 
       count = words.size / 2

@@ -97,17 +97,17 @@ module Strata
         raise CorruptError, "entry version runs past the end" if at + 2 > size
         version = bytes.byteslice(VERSION_AT + 2, at - VERSION_AT - 2).force_encoding(Encoding::UTF_8) if flags & VERSIONED != 0
 
-        stamps = nil # none; else their bytes, unpacked only when asked for (#stamps)
         count = bytes.unpack1("S<", offset: at)
         at += 2
         raise CorruptError, "entry stamp count #{count} disagrees with its flags" unless (count > 0) == (flags & STAMPED != 0)
         if count > 0
           raise CorruptError, "entry stamps run past the end" if at + count * 16 > size
-          stamps = bytes.byteslice(at, count * 16)
           at += count * 16
         end
 
-        new(bytes.byteslice(at, size - at), flags, bytes.unpack1("Q<", offset: 2), version, stamps)
+        # A stamped entry keeps its bytes for #stamps, which unpacks them only when asked (a
+        # tagged hit's stamps were checked by the stack already): no copy made here.
+        new(bytes.byteslice(at, size - at), flags, bytes.unpack1("Q<", offset: 2), version, (count > 0) ? bytes : nil)
       end
 
       # True when bytes start like an entry (as opposed to a counter or foreign data).
@@ -188,20 +188,20 @@ module Strata
 
     attr_reader :payload, :flags, :expires_at, :version
 
-    def initialize(payload, flags, expires_at, version, stamps)
+    # stamped_bytes: the whole entry's bytes when it has stamps, else nil.
+    def initialize(payload, flags, expires_at, version, stamped_bytes)
       @payload = payload
       @flags = flags
       @expires_at = expires_at
       @version = version
-      @stamps = stamps
+      @stamped_bytes = stamped_bytes
     end
 
     # [[tag_id, version], ...]; empty for an untagged entry.
     def stamps
-      return NO_STAMPS unless @stamps
-      return @stamps unless @stamps.is_a?(String)
+      return NO_STAMPS unless @stamped_bytes
 
-      @stamps = @stamps.unpack("Q<*").each_slice(2).to_a.freeze
+      @stamps ||= Entry.stamps(@stamped_bytes).freeze
     end
 
     def compressed?

@@ -41,8 +41,8 @@ module Strata
     # on_error: called as on_error.call(error, tier_name) for each tier failure; nil ignores them.
     # fill_wait: seconds a read-through waits for another caller's fill (0: no single-flight).
     # coherence_interval: seconds the host tier keeps a tag version read from below (Dependencies).
-    # on_stamps: called as on_stamps.call(key, words) with the stamps of each current stamped entry
-    #   read (flat: Entry.stamp_words).
+    # on_stamps: called as on_stamps.call(key, bytes) with each current stamped entry read
+    #   (Entry.stamp_words(bytes) gives its stamps; left to the callee, which mostly needs none).
     def initialize(tiers, on_error: nil, fill_wait: DEFAULT_FILL_WAIT,
       coherence_interval: Dependencies::DEFAULT_COHERENCE_INTERVAL, on_stamps: nil)
       raise ArgumentError, "a stack needs at least one tier" if tiers.empty?
@@ -357,9 +357,8 @@ module Strata
     # told them), else nil, and the tier's copy is deleted: it can never be current again, and
     # a fill can then take its place. Malformed bytes are left to the reader, which reports them.
     def current(key, bytes, index)
-      words = Entry.stamp_words(bytes)
-      if @dependencies.current?(words)
-        @on_stamps&.call(key, words)
+      if @dependencies.current?(bytes)
+        @on_stamps&.call(key, bytes)
         return bytes
       end
       drop(key, index)

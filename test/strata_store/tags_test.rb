@@ -159,6 +159,25 @@ class StrataStoreTagsTest < Strata::StoreCase
     end
   end
 
+  # A hit outside any fetch block skips the capture's lookups while no computation runs in the
+  # process (StampReads); blocks that raised, fetches that missed, hit or nested must leave that
+  # count right, so the block of a later fetch still takes what it reads.
+  def test_a_fetch_after_blocks_that_raised_still_depends_on_what_it_read
+    each_layout do |cache, layout|
+      cache.write("bug", "bug 42", tags: ["bugs/42"])
+      assert_equal "bug 42", cache.read("bug"), layout # a hit outside any block
+      assert_raises(RuntimeError) { cache.fetch("broken", tags: ["bugs/42"]) { raise "boom" } }
+      cache.fetch("page") { cache.read("bug") }
+      assert_raises(RuntimeError) { cache.fetch("outer") { cache.fetch("inner") { raise "boom" } } }
+      cache.fetch("list") { cache.fetch("json") { cache.read("bug") } }
+      cache.fetch("summary") { cache.read("bug") }
+
+      cache.invalidate_tags("bugs/42")
+
+      %w[page list json summary].each { |key| assert_nil cache.read(key), "#{layout}: #{key}" }
+    end
+  end
+
   def test_an_entry_written_in_a_block_does_not_take_the_blocks_dependencies
     cache = layout_store(:l1)
     cache.fetch("outer", tags: ["t"]) do

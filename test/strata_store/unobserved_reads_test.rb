@@ -55,6 +55,26 @@ class StrataStoreUnobservedReadsTest < Strata::StoreCase
     end
   end
 
+  # A fetch given only tags: probes with the store's own options (namespace, expires_in) and
+  # merges the tags in when it misses: the entry it writes carries them.
+  def test_a_fetch_given_only_tags_uses_the_stores_options
+    tagged = build_store(namespace: "ns", expires_in: 60)
+    tagged.write("key", "stored", tags: ["bugs/1"])
+
+    assert_equal "stored", tagged.fetch("key", tags: ["bugs/1"]) { flunk "a hit must not run the block" }
+    assert_equal "computed", tagged.fetch("other", tags: ["bugs/2"]) { "computed" }
+    assert_equal "computed", tagged.read("other")
+    assert_nil store.read("other"), "written under the store's namespace"
+    tagged.invalidate_tags("bugs/2")
+
+    assert_nil tagged.read("other"), "written with its tags"
+    travel 61 do
+      assert_nil tagged.read("key"), "written with the store's expires_in"
+      assert_equal "fresh", tagged.fetch("key", tags: ["bugs/1"]) { "fresh" }
+    end
+    assert_equal "forced", tagged.fetch("key", tags: ["bugs/1"], force: true) { "forced" }
+  end
+
   def test_force_always_runs_the_block
     store.write("key", "cached")
 

@@ -13,6 +13,7 @@ require "strata/poller"
 require "strata/transaction_tags"
 require "active_support/cache/strata_store/codec"
 require "active_support/cache/strata_store/failure_reports"
+require "active_support/cache/strata_store/stamp_reads"
 require "active_support/cache/strata_store/unobserved_reads"
 
 module ActiveSupport
@@ -112,8 +113,9 @@ module ActiveSupport
         # The base store's coder would go unused: Codec encodes entries, whatever the cache format
         # version (docs/compatibility.md).
         super(options.merge(coder: nil))
+        @stamp_reads = StampReads.new
         @stack = Strata::Stack.new(build_tiers(l1, memcached, sql), on_error: method(:report_failure),
-          fill_wait: fill_wait, coherence_interval: coherence_interval, on_stamps: method(:depend_on))
+          fill_wait: fill_wait, coherence_interval: coherence_interval, on_stamps: @stamp_reads)
         @listable = listable_tiers.size == @stack.tier_names.size
         @poller = Strata::Poller.start(@stack, on_error: method(:report_failure), **polling)
       end
@@ -289,11 +291,13 @@ module ActiveSupport
         @stack.read_through(key, host_probed) do |fill|
           state = read_throughs
           outer = state.fill
+          @stamp_reads.enter
           state.fill = fill
           begin
             yield
           ensure
             state.fill = outer
+            @stamp_reads.leave
           end
         end
       end
@@ -350,32 +354,22 @@ module ActiveSupport
 
       # Runs the block as the computation of the entries under keys (one key, or an Array): the versions of tags are
       # read first (before the block, so an invalidation during it makes the entry miss), and the
-      # stamps of what the block reads are added (Stack's on_stamps, #depend_on). What it
+      # stamps of what the block reads are added (Stack's on_stamps, StampReads). What it
       # depended on is added to the computation around it, if any, when it is done.
       def capturing(keys, tags)
         ids = tags ? tag_ids(tags) : nil
         stamps = (ids && !ids.empty?) ? ids.zip(@stack.dependencies.versions(ids)) : Strata::Entry::NO_STAMPS
         outer = Thread.current[CAPTURE]
         capture = Strata::Dependencies::Capture.new(keys, stamps, outer)
+        @stamp_reads.enter
         Thread.current[CAPTURE] = capture
         begin
           yield
         ensure
           Thread.current[CAPTURE] = outer
+          @stamp_reads.leave
           outer&.add(capture.words)
         end
-      end
-
-      # The stack's on_stamps: a current stamped entry was read under key; the computation under
-      # way, if any, depends on it too, and the read-through of key keeps them (Fill#read_stamps).
-      # A read of one of the computation's own keys (fetch_multi's hits) is not its dependency,
-      # but the computation around it, if any, used the value.
-      def depend_on(key, words)
-        if (capture = Thread.current[CAPTURE])
-          capture.for?(key) ? capture.outer&.add(words) : capture.add(words)
-        end
-        fill = read_throughs.fill
-        fill.read_stamps = words if fill && fill.key == key
       end
 
       # The stamps the entry written under key carries: the computation's whose result it is;

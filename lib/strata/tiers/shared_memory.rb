@@ -44,8 +44,15 @@ module Strata
     # dropped stay charged until a major collection (ext/strata/value_memo.h). stats reports
     # memo_entries, memo_bytes and memo_old_dropped_bytes.
     #
-    # get, get_multi, get_with_cas, set, add, cas, delete, incr, decr, keys, cleanup, clear,
-    # stats, max_value_size, size, close and closed? are implemented in C (strata_ext.c).
+    # check_stamps(bytes) checks a tagged entry's dependency stamps against the tag versions this
+    # table holds (Strata::Dependencies keeps them here under its version keys), in one call that
+    # makes no object: true when every one is current, false when the table holds a different
+    # version for one, nil when some version is not here or not well-formed (the caller then asks
+    # the tiers below). Dependencies#current? calls it when this table is the top tier
+    # (ext/strata/stamp_check.h).
+    #
+    # get, get_multi, get_with_cas, set, add, cas, delete, incr, decr, check_stamps, keys, cleanup,
+    # clear, stats, max_value_size, size, close and closed? are implemented in C (strata_ext.c).
     class SharedMemory
       include Strata::Tier
 

@@ -36,16 +36,21 @@ module ActiveSupport
         def fetch(name, options = nil, &block)
           return super unless block && !observed?(FETCH_HIT_EVENT)
 
-          options = options ? merged_options(options) : @options
-          return super if options[:force] || hidden_by_transaction?(options)
+          # A hit reads nothing of tags: (the entry carries its stamps), so a fetch given only
+          # tags probes with the store's own options, and merges the given ones when it misses:
+          # the merge (two Hash copies and the alias scan) cost a tagged hit more than its stamps.
+          merged = merged_options(options) if options && !(options.size == 1 && options.key?(:tags))
+          probe = merged || @options
+          return super if probe[:force] || hidden_by_transaction?(merged || options || probe)
 
-          key = normalize_key(name, options)
-          version = normalize_version(name, options)
+          key = normalize_key(name, probe)
+          version = normalize_version(name, probe)
           local = local_cache
           unless local
-            value = host_hit(key, options, version)
+            value = host_hit(key, probe, version)
             return value unless Codec::MISS.equal?(value)
           end
+          options = merged || (options ? merged_options(options) : @options)
 
           # One read-through for the whole fetch: the base path below gets this fill's answer
           # instead of reading the tiers again, and it skips the host table just probed.

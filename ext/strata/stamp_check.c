@@ -1,0 +1,95 @@
+/*
+ * stamp_check.c - see stamp_check.h.
+ */
+#include "stamp_check.h"
+
+#include <string.h>
+
+#define ENTRY_MARKER 0xE1
+#define ENTRY_VERSION_AT 10
+#define ENTRY_HEADER_BYTES 14 /* marker, flags, expires_at, version length, stamp count */
+#define STAMP_BYTES 16
+#define VERSION_BYTES 8
+
+static uint64_t load_le64(const unsigned char *p)
+{
+    uint64_t v;
+    memcpy(&v, p, sizeof v);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    v = __builtin_bswap64(v);
+#endif
+    return v;
+}
+
+static unsigned load_le16(const unsigned char *p) { return (unsigned)p[0] | ((unsigned)p[1] << 8); }
+
+/* The 16 lowercase hex digits of id, most significant first, two at a time. */
+static void write_hex(uint64_t id, char *out)
+{
+    static const char digits[] = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
+                                 "202122232425262728292a2b2c2d2e2f303132333435363738393a3b3c3d3e3f"
+                                 "404142434445464748494a4b4c4d4e4f505152535455565758595a5b5c5d5e5f"
+                                 "606162636465666768696a6b6c6d6e6f707172737475767778797a7b7c7d7e7f"
+                                 "808182838485868788898a8b8c8d8e8f909192939495969798999a9b9c9d9e9f"
+                                 "a0a1a2a3a4a5a6a7a8a9aaabacadaeafb0b1b2b3b4b5b6b7b8b9babbbcbdbebf"
+                                 "c0c1c2c3c4c5c6c7c8c9cacbcccdcecfd0d1d2d3d4d5d6d7d8d9dadbdcdddedf"
+                                 "e0e1e2e3e4e5e6e7e8e9eaebecedeeeff0f1f2f3f4f5f6f7f8f9fafbfcfdfeff";
+    for (int i = 7; i >= 0; i--) {
+        memcpy(out + 2 * i, digits + 2 * (id & 0xff), 2);
+        id >>= 8;
+    }
+}
+
+void strata_tag_key(uint64_t id, char key[STRATA_TAG_KEY_LEN])
+{
+    memcpy(key, STRATA_TAG_KEY_PREFIX, STRATA_TAG_KEY_PREFIX_LEN);
+    write_hex(id, key + STRATA_TAG_KEY_PREFIX_LEN);
+}
+
+/* Where strata_get_at copies a version: this buffer when the value is 8 bytes long; any other
+ * length is refused (strata_get_at then returns STRATA_ENOMEM, an unknown here) without a copy. */
+typedef struct version_buf {
+    unsigned char bytes[VERSION_BYTES];
+} version_buf;
+
+static void *version_reserve(void *ctx, size_t len, uint64_t version)
+{
+    (void)version;
+    return len == VERSION_BYTES ? ((version_buf *)ctx)->bytes : NULL;
+}
+
+strata_stamps strata_stamps_check(strata_table *t, const unsigned char *stamps, size_t count)
+{
+    strata_stamps answer = STRATA_STAMPS_CURRENT;
+    uint64_t now = 0; /* read once, by the first lookup that finds an item with an expiry */
+    char key[STRATA_TAG_KEY_LEN];
+    version_buf held;
+    strata_sink sink = {version_reserve, &held};
+
+    memcpy(key, STRATA_TAG_KEY_PREFIX, STRATA_TAG_KEY_PREFIX_LEN);
+    /* Bound: count lookups, count <= 65535 from an entry. */
+    for (size_t i = 0; i < count; i++) {
+        const unsigned char *stamp = stamps + i * STAMP_BYTES;
+        write_hex(load_le64(stamp), key + STRATA_TAG_KEY_PREFIX_LEN);
+        if (strata_get_at(t, key, sizeof key, &sink, NULL, &now) != STRATA_OK) {
+            answer = STRATA_STAMPS_UNKNOWN; /* a later stamp may still be stale */
+            continue;
+        }
+        /* held is this call's copy, validated by strata_get_at; both sides little-endian. */
+        if (memcmp(held.bytes, stamp + VERSION_BYTES, VERSION_BYTES) != 0) return STRATA_STAMPS_STALE;
+    }
+    return answer;
+}
+
+strata_stamps strata_entry_stamps_check(strata_table *t, const void *bytes, size_t len)
+{
+    const unsigned char *p = bytes;
+    size_t at, count;
+
+    if (len < ENTRY_HEADER_BYTES || p[0] != ENTRY_MARKER) return STRATA_STAMPS_UNKNOWN;
+    at = ENTRY_HEADER_BYTES + load_le16(p + ENTRY_VERSION_AT); /* just past the stamp count */
+    if (at > len) return STRATA_STAMPS_UNKNOWN;
+    count = load_le16(p + at - 2);
+    if (count == 0 || count > (len - at) / STAMP_BYTES) return STRATA_STAMPS_UNKNOWN;
+    return strata_stamps_check(t, p + at, count);
+}

@@ -1,0 +1,67 @@
+/*
+ * stamp_check.h - the check of a tagged entry's dependency stamps against the tag versions the
+ * same L1 table holds, in one call and without allocating: the hit path of a tagged read
+ * (lib/strata/dependencies.rb, Dependencies#current?; docs/coherence.md). stamp_check.c
+ * implements it on strata_get_at alone, so it follows table.h's reader protocol (lock-free,
+ * seqlock and checksum validated, a miss rather than bytes it could not validate) and takes no
+ * lock: it never waits and never holds one.
+ *
+ * WHAT IT READS (both layouts are fixed by the Ruby side; a change there must change these)
+ *   entry bytes (lib/strata/entry.rb), integers little-endian:
+ *     offset 0 u8 marker 0xE1; 1 u8 flags; 2 u64 expires_at; 10 u16 version length n, then n
+ *     bytes; 12+n u16 stamp count c; 14+n c pairs of (u64 tag id, u64 tag version); payload.
+ *   a tag's version (lib/strata/dependencies.rb, KEY_FORMAT): the table's value under the key
+ *     "\0strata:tag:" followed by the id as 16 lowercase hex digits (28 bytes), 8 bytes, the
+ *     version little-endian.
+ *
+ * TRUST
+ *   The entry bytes are the caller's private copy: every length is checked against len before
+ *   anything past the header is read. A version is copied out of the table by strata_get_at into
+ *   a private 8-byte buffer, validated there (length, checksum, seqlock) and compared from that
+ *   copy only; a value of any other length is never copied.
+ *
+ * ANSWERS
+ *   STALE when the table holds a well-formed version that differs from a stamp: the entry can
+ *   never be current again. Else UNKNOWN when some stamp could not be settled here (its version
+ *   is absent, expired, fenced, torn, of the wrong length, or the entry bytes are malformed):
+ *   the caller asks the lower tiers, which also report and repair a bad version. Else CURRENT:
+ *   every stamp equals the version the table held when it was read. Like any lock-free read,
+ *   a version bumped while the call runs may be seen before or after the bump; one bumped
+ *   before the call began is always seen (strata_get's guarantee), so a stamp that was stale
+ *   when the call began never passes.
+ *
+ * COST
+ *   O(c) lookups of one bucket each and no allocation. The clock is read at most once per call
+ *   (strata_get_at), and only when a version has an expiry (copies of a lower tier's versions
+ *   do: coherence_interval). Bound: c <= 65535 (u16).
+ */
+#ifndef STRATA_STAMP_CHECK_H
+#define STRATA_STAMP_CHECK_H
+
+#include <stddef.h>
+
+#include "table.h"
+
+typedef enum strata_stamps {
+    STRATA_STAMPS_CURRENT = 0,
+    STRATA_STAMPS_STALE,
+    STRATA_STAMPS_UNKNOWN
+} strata_stamps;
+
+/* The key bytes of tag id's version, and their length. */
+#define STRATA_TAG_KEY_PREFIX "\0strata:tag:"
+#define STRATA_TAG_KEY_PREFIX_LEN 12
+#define STRATA_TAG_KEY_LEN (STRATA_TAG_KEY_PREFIX_LEN + 16)
+
+/* Writes tag id's version key into key (STRATA_TAG_KEY_LEN bytes, not NUL-terminated). */
+void strata_tag_key(uint64_t id, char key[STRATA_TAG_KEY_LEN]);
+
+/* Checks count stamps, laid out as in an entry (count pairs of u64 LE id, u64 LE version), at
+ * stamps. count 0 is CURRENT. */
+strata_stamps strata_stamps_check(strata_table *t, const unsigned char *stamps, size_t count);
+
+/* Checks the stamps of the entry in bytes[0..len): UNKNOWN when the header is malformed or the
+ * entry has no stamps (the caller's decoder says why). */
+strata_stamps strata_entry_stamps_check(strata_table *t, const void *bytes, size_t len);
+
+#endif

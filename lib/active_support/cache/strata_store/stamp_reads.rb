@@ -1,0 +1,57 @@
+# frozen_string_literal: true
+
+require "active_support/cache"
+require "strata/entry"
+
+module ActiveSupport
+  module Cache
+    class StrataStore < Store
+      # The stack's on_stamps (Strata::Stack): a current stamped entry (bytes) was read under key.
+      # The computation under way in this fiber, if any, depends on its stamps too, and the
+      # read-through of key keeps them (Fill#read_stamps). A read of one of the computation's own
+      # keys (fetch_multi's hits) is not its dependency, but the computation around it, if any,
+      # used the value.
+      #
+      # Every tagged hit comes here, mostly outside any fetch block. So the store counts the
+      # computations and read-throughs running in this process (#enter, #leave): while there are
+      # none, a hit looks nothing up (the two fiber-local lookups cost a 4-tag hit as much as its
+      # check in C). A fiber with one running has entered it, and the count, changed under a lock,
+      # is read as this thread last wrote it or later, so it is never 0 then. A count left above 0
+      # (an interrupt between #enter and the ensure that leaves) only costs the lookups. The
+      # stamps are unpacked only when one of them takes them; and this is an object with a plain
+      # #call, which costs a hit less than a Method's or a lambda's.
+      class StampReads
+        def initialize
+          @lock = Mutex.new
+          @running = 0
+        end
+
+        # A computation (CAPTURE) or read-through (READ_THROUGHS' fill) is about to be current in this fiber.
+        def enter
+          @lock.synchronize { @running += 1 }
+        end
+
+        # One that entered is no longer current.
+        def leave
+          @lock.synchronize { @running -= 1 }
+        end
+
+        def call(key, bytes)
+          return if @running == 0
+
+          fiber = Thread.current
+          capture = fiber[CAPTURE]
+          fill = fiber[READ_THROUGHS]&.fill
+          fill = nil unless fill && fill.key == key
+          return unless capture || fill
+
+          words = Strata::Entry.stamp_words(bytes)
+          if capture
+            capture.for?(key) ? capture.outer&.add(words) : capture.add(words)
+          end
+          fill.read_stamps = words if fill
+        end
+      end
+    end
+  end
+end
