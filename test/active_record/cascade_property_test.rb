@@ -33,9 +33,9 @@ class StrataCascadePropertyTest < Strata::ModelCase
     @seed = seed
     totals = Hash.new(0)
     done = false
-    GRAPHS.times do |graph|
+    self.class::GRAPHS.times do |graph|
       build_graph(graph)
-      STEPS.times { |step| check_step("seed #{seed} graph #{graph} step #{step}", totals) }
+      self.class::STEPS.times { |step| check_step("seed #{seed} graph #{graph} step #{step}", totals) }
     ensure
       drop_graph
     end

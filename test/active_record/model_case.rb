@@ -49,7 +49,7 @@ module Strata
     end
 
     def setup
-      Record.establish_connection(adapter: "sqlite3", database: File.join(@tmpdir, "app.sqlite3"), pool: 5)
+      connect_models
       Record.connection_pool.with_connection do |connection|
         connection.create_table(:projects) { |t| t.string :name }
         connection.create_table(:bugs) do |t|
@@ -70,10 +70,19 @@ module Strata
 
     def teardown
       Strata::Model.cache_store = nil
-      Record.remove_connection
+      disconnect_models
       leftover = Strata::TransactionTags.current
       ActiveSupport::IsolatedExecutionState.delete(Strata::TransactionTags::KEY)
       assert_nil leftover, "every transaction's tags were taken or forgotten when it ended"
+    end
+
+    # The models' database: an SQLite file in the test's directory.
+    def connect_models
+      Record.establish_connection(adapter: "sqlite3", database: File.join(@tmpdir, "app.sqlite3"), pool: 5)
+    end
+
+    def disconnect_models
+      Record.remove_connection
     end
 
     # Counts the block's runs: fetch(key, tags:) through counted returns how many ran so far.
