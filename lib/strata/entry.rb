@@ -25,6 +25,9 @@ module Strata
   #
   # Decoding checks every length against the string before reading, so malformed bytes raise
   # Strata::CorruptError and never read out of bounds.
+  #
+  # Entry::Split holds the same bytes in two parts, the header (everything before the payload)
+  # and the payload, for a tier that copies them into place itself (see Split).
   class Entry
     MARKER = 0xE1
 
@@ -71,6 +74,33 @@ module Strata
     EMPTY = "".b.freeze
     DIGIT_0 = 0x30
     DIGIT_9 = 0x39
+
+    # An entry's bytes as head (the header, as #encode makes it for an empty payload) and payload,
+    # not yet joined: what a write hands the L1 table (Strata::Tiers::SharedMemory#set and #add),
+    # which copies both parts into the item itself, so that a large String value is copied once,
+    # into the table, rather than first into a joined String: a fresh 25 KB allocation per write
+    # that glibc faults in again after every collection. The bytes are head + payload; they are
+    # only ever stored whole, and only a store whose tiers all take a Split makes one
+    # (ActiveSupport::Cache::StrataStore with L1 alone). Defined at load, as any Struct.
+    Split = Struct.new(:head, :payload) do
+      # The byte at index, as String#getbyte (Entry.counter? and Entry.stamped? read bytes 0 and 1).
+      def getbyte(index)
+        size = head.bytesize
+        (index < size) ? head.getbyte(index) : payload.getbyte(index - size)
+      end
+
+      def bytesize
+        head.bytesize + payload.bytesize
+      end
+
+      # The joined bytes.
+      def to_s
+        head + payload
+      end
+    end
+
+    # Payloads this large or larger are worth a Split: below a page, joining costs less.
+    SPLIT_MIN = 4096
 
     class << self
       # The entry bytes for payload (a String, any encoding; its bytes are copied).

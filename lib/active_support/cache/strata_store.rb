@@ -110,6 +110,9 @@ module ActiveSupport
         @stack = Strata::Stack.new(build_tiers(l1, memcached, sql), on_error: method(:report_failure),
           fill_wait: fill_wait, coherence_interval: coherence_interval, on_stamps: method(:depend_on))
         @listable = listable_tiers.size == @stack.tier_names.size
+        # With L1 alone every write lands in the table, whose set and add copy a
+        # Strata::Entry::Split into place: a large value is copied once (Codec#dump).
+        @split_writes = @stack.tier_names == [:l1]
       end
 
       # ActiveSupport's fetch_multi (one cache_read_multi event with super_operation: :fetch_multi,
@@ -309,7 +312,9 @@ module ActiveSupport
         stamps = stamps_for(key, options[:tags])
         return withheld(key) if Strata::TransactionTags.hides?(stamps)
 
-        write_serialized_entry(key, serialize_entry(entry, stamps: stamps, **options), **options)
+        # The local cache keeps what is written, and reads it back as bytes: no Split for it.
+        split = @split_writes && !local_cache
+        write_serialized_entry(key, serialize_entry(entry, stamps: stamps, split: split, **options), **options)
       end
 
       # A value that depends on changes a transaction open in this thread has not committed is
@@ -489,9 +494,11 @@ module ActiveSupport
         end
       end
 
+      # split: a large value may come back as a Strata::Entry::Split (only #write_entry asks, when
+      # the stack is L1 alone: its set and add take one).
       def serialize_entry(entry, raw: false, compress: @options[:compress], compress_threshold: @options[:compress_threshold],
-        stamps: Strata::Entry::NO_STAMPS, **)
-        @codec.dump(entry, raw, compress ? compress_threshold : nil, stamps)
+        stamps: Strata::Entry::NO_STAMPS, split: false, **)
+        @codec.dump(entry, raw, compress ? compress_threshold : nil, stamps, split: split)
       end
 
       # Only the LocalCache layer calls this, for the entries it serves to read_multi and

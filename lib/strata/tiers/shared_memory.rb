@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "fileutils"
+require "strata/entry"
 require "strata/errors"
 require "strata/tier"
 require "strata/strata_ext"
@@ -43,6 +44,10 @@ module Strata
     # stays while it is hit between collections, and the bytes of a long-kept entry that was
     # dropped stay charged until a major collection (ext/strata/value_memo.h). stats reports
     # memo_entries, memo_bytes and memo_old_dropped_bytes.
+    #
+    # set, add and cas take the value as a String or as a Strata::Entry::Split, whose head and
+    # payload are copied into the item one after the other: one copy of a large value, where
+    # joining them first would take two and a fresh allocation.
     #
     # get, get_multi, get_with_cas, set, add, cas, delete, incr, decr, keys, cleanup, clear,
     # stats, max_value_size, size, close and closed? are implemented in C (strata_ext.c).
