@@ -312,9 +312,17 @@ module ActiveSupport
         stamps = stamps_for(key, options[:tags])
         return withheld(key) if Strata::TransactionTags.hides?(stamps)
 
-        # The local cache keeps what is written, and reads it back as bytes: no Split for it.
-        split = @split_writes && !local_cache
-        write_serialized_entry(key, serialize_entry(entry, stamps: stamps, split: split, **options), **options)
+        write_serialized_entry(key, serialize_entry(entry, stamps: stamps, split: split?(entry), **options), **options)
+      end
+
+      # Whether entry may go to the table as a Strata::Entry::Split (Codec#dump decides on the
+      # payload): with L1 alone, for a large String, outside a local cache block (the local cache
+      # keeps what is written and reads it back as bytes). Small values skip the local cache look.
+      def split?(entry)
+        return false unless @split_writes
+
+        value = entry.value
+        value.instance_of?(String) && value.bytesize >= Strata::Entry::SPLIT_MIN && !local_cache
       end
 
       # A value that depends on changes a transaction open in this thread has not committed is
