@@ -88,15 +88,6 @@ module Strata
         size = head.bytesize
         (index < size) ? head.getbyte(index) : payload.getbyte(index - size)
       end
-
-      def bytesize
-        head.bytesize + payload.bytesize
-      end
-
-      # The joined bytes.
-      def to_s
-        head + payload
-      end
     end
 
     # Payloads this large or larger are worth a Split: below a page, joining costs less.

@@ -137,7 +137,9 @@ class StrataStoreReadWriteFetchTest < Strata::StoreCase
     codec = ActiveSupport::Cache::StrataStore::Codec.new(nil, nil)
     split = codec.dump(versioned, false, nil, split: true)
     assert_instance_of Strata::Entry::Split, split
-    assert_equal codec.dump(versioned, false, nil), split.to_s
+    assert_equal codec.dump(versioned, false, nil), split.head + split.payload
+    assert_equal Strata::Entry::MARKER, split.getbyte(0)
+    assert_equal "0".ord, split.getbyte(split.head.bytesize)
     assert_same value, split.payload, "the value is not copied before the table copies it"
 
     store.write("large", value, version: "v1")
