@@ -67,6 +67,9 @@ module Strata
       flags & ~KNOWN_FLAGS == 0 && (flags & KIND_MASK) <= ASCII
     end.freeze
 
+    # The encoding of a bare String payload by flags byte: a kind of String and no other flag.
+    PLAIN_ENCODINGS = Array.new(256) { |flags| KIND_ENCODINGS[flags] if flags == flags & KIND_MASK }.freeze
+
     VERSION_AT = 10
     STAMPS_AT = 12 # when the version is empty
     HEADER_BYTES = 14 # marker, flags, expires_at, version length, stamp count
@@ -129,6 +132,18 @@ module Strata
         end
 
         new(bytes.byteslice(at, size - at), flags, bytes.unpack1("Q<", offset: 2), version, stamps)
+      end
+
+      # The value of entry bytes that hold a bare String (no version, stamps or compression) and
+      # never expire, as a String of its encoding sharing bytes' buffer; nil for anything else,
+      # which #decode then reads (or rejects). The common hit, read without building an Entry.
+      def plain_string(bytes)
+        return nil unless bytes.bytesize >= HEADER_BYTES && bytes.getbyte(0) == MARKER
+
+        encoding = PLAIN_ENCODINGS[bytes.getbyte(1)]
+        return nil unless encoding && bytes.unpack1("Q<", offset: 2) == 0 && bytes.unpack1("L<", offset: 10) == 0
+
+        bytes.byteslice(HEADER_BYTES, bytes.bytesize - HEADER_BYTES).force_encoding(encoding)
       end
 
       # True when bytes start like an entry (as opposed to a counter or foreign data).

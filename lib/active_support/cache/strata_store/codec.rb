@@ -119,6 +119,9 @@ module ActiveSupport
         def live_value(bytes, raw, version)
           return counter_value(bytes, raw) if Strata::Entry.counter?(bytes)
 
+          plain = Strata::Entry.plain_string(bytes)
+          return plain if plain
+
           decoded = Strata::Entry.decode(bytes)
           return MISS if decoded.flags & Strata::Entry::STAMPED != 0 && Strata::TransactionTags.hides_entry?(decoded)
 
