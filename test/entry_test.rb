@@ -21,6 +21,30 @@ class EntryTest < Minitest::Test
     refute entry.expired?
   end
 
+  def test_a_bare_string_that_never_expires_is_read_without_decoding
+    assert_equal "caf\u00e9", Entry.plain_string(Entry.encode("caf\u00e9", flags: Entry::UTF8))
+    assert_equal Encoding::UTF_8, Entry.plain_string(Entry.encode("x", flags: Entry::UTF8)).encoding
+    assert_equal Encoding::BINARY, Entry.plain_string(Entry.encode("\xFF".b, flags: Entry::BINARY)).encoding
+    assert_equal Encoding::US_ASCII, Entry.plain_string(Entry.encode("a", flags: Entry::ASCII)).encoding
+    assert_equal "", Entry.plain_string(Entry.encode("", flags: Entry::BINARY))
+  end
+
+  def test_everything_but_a_bare_string_that_never_expires_is_left_to_decode
+    others = [
+      Entry.encode("v", flags: Entry::UTF8, expires_at: 1),
+      Entry.encode("v", flags: Entry::UTF8, version: ""),
+      Entry.encode("v", flags: Entry::UTF8, stamps: [[1, 2]]),
+      Entry.encode("v", flags: Entry::UTF8 | Entry::COMPRESSED),
+      Entry.encode("v", flags: Entry::SERIALIZED),
+      Entry.encode("", flags: Entry::NIL),
+      "123",
+      Entry.encode("v", flags: Entry::UTF8).byteslice(0, Entry::HEADER_BYTES - 1),
+      # a bare String's flags with a version length the flags do not announce: malformed
+      Entry.encode("v", flags: Entry::UTF8).tap { |bytes| bytes.setbyte(Entry::VERSION_AT, 1) }
+    ]
+    others.each { |bytes| assert_nil Entry.plain_string(bytes), bytes.inspect }
+  end
+
   def test_every_header_field_round_trips
     stamps = [[1, 2], [2**64 - 1, 0], [42, 7]]
     bytes = Entry.encode("\x00\xFF".b, flags: Entry::SERIALIZED | Entry::MESSAGE_PACK | Entry::COMPRESSED,

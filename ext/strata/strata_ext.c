@@ -144,10 +144,39 @@ static void check_key(VALUE key)
     if (len > STRATA_MAX_KEY) rb_raise(rb_eArgError, "key is %ld bytes; keys are at most %d bytes", len, STRATA_MAX_KEY);
 }
 
-static void check_value(VALUE value)
+/* Strata::Entry::Split (lib/strata/entry.rb), looked up on first use: shared_memory.rb loads it. */
+static VALUE split_class = Qnil;
+
+/* Puts value's bytes into req: a String whole, or a Strata::Entry::Split as head and payload,
+ * both Strings, which the table copies into the item one after the other (table.h). The
+ * Strings are read, never kept: the caller keeps value alive across the write. */
+static void value_into(VALUE value, strata_write_req *req)
 {
-    if (!RB_TYPE_P(value, T_STRING))
-        rb_raise(rb_eTypeError, "value must be a String, not %s", rb_obj_classname(value));
+    VALUE head, payload;
+
+    if (RB_TYPE_P(value, T_STRING)) {
+        req->value = RSTRING_PTR(value);
+        req->value_len = (size_t)RSTRING_LEN(value);
+        return;
+    }
+    if (RB_TYPE_P(value, T_STRUCT)) {
+        if (NIL_P(split_class)) {
+            split_class = rb_path2class("Strata::Entry::Split");
+            rb_gc_register_address(&split_class);
+        }
+        if (rb_obj_is_kind_of(value, split_class)) {
+            head = RSTRUCT_GET(value, 0);
+            payload = RSTRUCT_GET(value, 1);
+            if (!RB_TYPE_P(head, T_STRING) || !RB_TYPE_P(payload, T_STRING))
+                rb_raise(rb_eTypeError, "a Strata::Entry::Split holds two Strings");
+            req->head = RSTRING_PTR(head);
+            req->head_len = (size_t)RSTRING_LEN(head);
+            req->value = RSTRING_PTR(payload);
+            req->value_len = (size_t)RSTRING_LEN(payload);
+            return;
+        }
+    }
+    rb_raise(rb_eTypeError, "value must be a String, not %s", rb_obj_classname(value));
 }
 
 /* Longer TTLs are capped here (about 31,000 years), so now + ttl never overflows. */
@@ -204,7 +233,7 @@ static void raise_write_error(shm *s, strata_status st, const strata_write_req *
     switch (st) {
     case STRATA_TOO_LARGE:
         rb_raise(strata_error_class("Strata::ValueTooLargeError"),
-                 "key + value are %zu bytes; max_value_size is %llu", req->key_len + req->value_len,
+                 "key + value are %zu bytes; max_value_size is %llu", req->key_len + req->head_len + req->value_len,
                  (unsigned long long)strata_geometry_of(s->t)->max_value_size);
     case STRATA_LOCK_TIMEOUT:
     case STRATA_BUSY:
@@ -243,11 +272,15 @@ static strata_status shm_write(shm *s, strata_write_req *req)
     write_call w;
 
     if (st != STRATA_BUSY) return st;
-    copy = ALLOCV(tmp, req->key_len + req->value_len + 1);
+    copy = ALLOCV(tmp, req->key_len + req->head_len + req->value_len + 1);
     memcpy(copy, req->key, req->key_len);
-    if (req->value_len) memcpy(copy + req->key_len, req->value, req->value_len);
+    if (req->head_len) memcpy(copy + req->key_len, req->head, req->head_len);
+    if (req->value_len) memcpy(copy + req->key_len + req->head_len, req->value, req->value_len);
     req->key = copy;
     req->value = copy + req->key_len;
+    req->value_len += req->head_len;
+    req->head = NULL;
+    req->head_len = 0;
     w.t = s->t;
     w.req = req;
     w.st = STRATA_BUSY;
@@ -264,12 +297,10 @@ static VALUE shm_store(VALUE self, strata_op op, VALUE key, VALUE value, uint64_
     strata_status st;
 
     check_key(key);
-    check_value(value);
+    value_into(value, &req);
     req.op = op;
     req.key = RSTRING_PTR(key);
     req.key_len = (size_t)RSTRING_LEN(key);
-    req.value = RSTRING_PTR(value);
-    req.value_len = (size_t)RSTRING_LEN(value);
     req.ttl_ms = ttl_ms;
     req.cas = cas;
     st = shm_write(s, &req);
@@ -473,7 +504,8 @@ static VALUE shm_check_stamps(VALUE self, VALUE bytes)
     shm *s;
     strata_stamps answer;
 
-    check_value(bytes);
+    if (!RB_TYPE_P(bytes, T_STRING))
+        rb_raise(rb_eTypeError, "value must be a String, not %s", rb_obj_classname(bytes));
     s = shm_open_handle(self);
     answer = strata_entry_stamps_check(s->t, RSTRING_PTR(bytes), (size_t)RSTRING_LEN(bytes));
     RB_GC_GUARD(bytes);

@@ -885,26 +885,31 @@ static void ensure_space(strata_table *t, uint32_t s, cursor *c, uint64_t need)
     c->fill = fill;
 }
 
-/* Write an item at the cursor (ensure_space made room for it), advance the cursor, store the
- * new fill and return the item's loc. The bytes are fresh: no slot points there. */
+/* Write an item whose value is head followed by value at the cursor (ensure_space made room
+ * for it), advance the cursor, store the new fill and return the item's loc. The bytes are
+ * fresh: no slot points there, and only the lock holder writes them, so the checksum is taken
+ * over the value as copied there (still in cache), not over the caller's separate parts. */
 static uint32_t item_append(strata_table *t, uint32_t s, cursor *c, const keyref *k, const void *key,
-                            size_t key_len, const void *value, size_t value_len, uint64_t expires_ms)
+                            size_t key_len, const void *head, size_t head_len, const void *value,
+                            size_t value_len, uint64_t expires_ms)
 {
     struct seg_hdr *sh = seg_of(t, s, c->active);
     uint32_t at = c->fill;
     uint8_t *p = (uint8_t *)sh + at;
-    uint64_t total = ITEM_HDR + key_len + value_len, ext = align8(total);
+    uint8_t *v = p + ITEM_HDR + key_len;
+    uint64_t total = ITEM_HDR + key_len + head_len + value_len, ext = align8(total);
     struct item_hdr h = {0};
 
-    h.value_len = (uint32_t)value_len;
+    h.value_len = (uint32_t)(head_len + value_len);
     h.expires_ms = expires_ms;
     h.cas = next_cas(ctl_of(t, s));
     h.key_len = (uint16_t)key_len;
-    h.checksum = item_checksum(k->hash, &h, value);
-    memcpy(p, &h, sizeof h);
     memcpy(p + ITEM_HDR, key, key_len);
-    memcpy(p + ITEM_HDR + key_len, value, value_len);
+    if (head_len) memcpy(v, head, head_len);
+    if (value_len) memcpy(v + head_len, value, value_len);
     memset(p + total, 0, ext - total);
+    h.checksum = item_checksum(k->hash, &h, v);
+    memcpy(p, &h, sizeof h);
     c->fill = at + (uint32_t)ext;
     sh->fill = c->fill;
     return loc_for((uint64_t)c->active * t->geo.segment_size + at);
@@ -952,15 +957,15 @@ static strata_status op_store(strata_table *t, const keyref *k, cursor *c, strat
     uint64_t now = 0;
     int i, live, evicts = 0;
 
-    ensure_space(t, k->shard, c, align8(ITEM_HDR + r->key_len + r->value_len));
+    ensure_space(t, k->shard, c, align8(ITEM_HDR + r->key_len + r->head_len + r->value_len));
     i = slot_find(t, k, b, r->key, r->key_len, &h, &item);
     live = i >= 0 && !is_expired(h.expires_ms, &now);
     if (r->op == STRATA_OP_ADD && live) return STRATA_NOT_STORED;
     if (r->op == STRATA_OP_CAS && (!live || h.cas != r->cas)) return STRATA_NOT_STORED;
     if (i < 0) i = slot_choose(t, k->shard, c, b, &now, &evicts);
     if (evicts) COUNT(t, evictions);
-    slot_publish(b, i, make_slot(item_append(t, k->shard, c, k, r->key, r->key_len, r->value, r->value_len,
-                                             expiry_for(r->ttl_ms)),
+    slot_publish(b, i, make_slot(item_append(t, k->shard, c, k, r->key, r->key_len, r->head, r->head_len, r->value,
+                                             r->value_len, expiry_for(r->ttl_ms)),
                                  k->tag));
     COUNT(t, sets);
     return STRATA_OK;
@@ -1012,7 +1017,8 @@ static strata_status op_counter(strata_table *t, const keyref *k, cursor *c, str
     if (i < 0) i = slot_choose(t, k->shard, c, b, &now, &evicts);
     if (evicts) COUNT(t, evictions);
     n = format_u64(value, digits);
-    slot_publish(b, i, make_slot(item_append(t, k->shard, c, k, r->key, r->key_len, digits, n, expires), k->tag));
+    slot_publish(b, i, make_slot(item_append(t, k->shard, c, k, r->key, r->key_len, NULL, 0, digits, n, expires),
+                                 k->tag));
     r->result = value;
     COUNT(t, sets);
     return STRATA_OK;
@@ -1058,7 +1064,8 @@ strata_status strata_write(strata_table *t, strata_write_req *r, int wait)
 
     if (r->key_len == 0 || r->key_len > STRATA_MAX_KEY) return STRATA_EINVAL;
     if ((r->op == STRATA_OP_SET || r->op == STRATA_OP_ADD || r->op == STRATA_OP_CAS) &&
-        (uint64_t)r->key_len + r->value_len > t->geo.max_value_size) {
+        (r->head_len > t->geo.max_value_size || r->value_len > t->geo.max_value_size ||
+         (uint64_t)r->key_len + r->head_len + r->value_len > t->geo.max_value_size)) {
         COUNT(t, too_large);
         return STRATA_TOO_LARGE;
     }

@@ -401,6 +401,10 @@ typedef struct strata_write_req {
     size_t key_len;
     const void *value; /* SET, ADD, CAS */
     size_t value_len;
+    const void *head;  /* SET, ADD, CAS: bytes stored before value, so that the entry's value
+                        * is head followed by value without the caller joining them first
+                        * (NULL with head_len 0: none). Limits count both. */
+    size_t head_len;
     uint64_t ttl_ms;   /* 0 = never expires; for INCR/DECR only used when storing initial */
     uint64_t cas;      /* CAS: the token from strata_get */
     uint64_t amount;   /* INCR/DECR */

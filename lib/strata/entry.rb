@@ -25,6 +25,9 @@ module Strata
   #
   # Decoding checks every length against the string before reading, so malformed bytes raise
   # Strata::CorruptError and never read out of bounds.
+  #
+  # Entry::Split holds the same bytes in two parts, the header (everything before the payload)
+  # and the payload, for a tier that copies them into place itself (see Split).
   class Entry
     MARKER = 0xE1
 
@@ -64,6 +67,9 @@ module Strata
       flags & ~KNOWN_FLAGS == 0 && (flags & KIND_MASK) <= ASCII
     end.freeze
 
+    # The encoding of a bare String payload by flags byte: a kind of String and no other flag.
+    PLAIN_ENCODINGS = Array.new(256) { |flags| KIND_ENCODINGS[flags] if flags == flags & KIND_MASK }.freeze
+
     VERSION_AT = 10
     STAMPS_AT = 12 # when the version is empty
     HEADER_BYTES = 14 # marker, flags, expires_at, version length, stamp count
@@ -71,6 +77,24 @@ module Strata
     EMPTY = "".b.freeze
     DIGIT_0 = 0x30
     DIGIT_9 = 0x39
+
+    # An entry's bytes as head (the header, as #encode makes it for an empty payload) and payload,
+    # not yet joined: what a write hands the L1 table (Strata::Tiers::SharedMemory#set and #add),
+    # which copies both parts into the item itself, so that a large String value is copied once,
+    # into the table, rather than first into a joined String: a fresh 25 KB allocation per write
+    # that glibc faults in again after every collection. The bytes are head + payload; they are
+    # only ever stored whole, and only a store whose tiers all take a Split makes one
+    # (ActiveSupport::Cache::StrataStore with L1 alone). Defined at load, as any Struct.
+    Split = Struct.new(:head, :payload) do
+      # The byte at index, as String#getbyte (Entry.counter? and Entry.stamped? read bytes 0 and 1).
+      def getbyte(index)
+        size = head.bytesize
+        (index < size) ? head.getbyte(index) : payload.getbyte(index - size)
+      end
+    end
+
+    # Payloads this large or larger are worth a Split: below a page, joining costs less.
+    SPLIT_MIN = 4096
 
     class << self
       # The entry bytes for payload (a String, any encoding; its bytes are copied).
@@ -108,6 +132,18 @@ module Strata
         # A stamped entry keeps its bytes for #stamps, which unpacks them only when asked (a
         # tagged hit's stamps were checked by the stack already): no copy made here.
         new(bytes.byteslice(at, size - at), flags, bytes.unpack1("Q<", offset: 2), version, (count > 0) ? bytes : nil)
+      end
+
+      # The value of entry bytes that hold a bare String (no version, stamps or compression) and
+      # never expire, as a String of its encoding sharing bytes' buffer; nil for anything else,
+      # which #decode then reads (or rejects). The common hit, read without building an Entry.
+      def plain_string(bytes)
+        return nil unless bytes.bytesize >= HEADER_BYTES && bytes.getbyte(0) == MARKER
+
+        encoding = PLAIN_ENCODINGS[bytes.getbyte(1)]
+        return nil unless encoding && bytes.unpack1("Q<", offset: 2) == 0 && bytes.unpack1("L<", offset: 10) == 0
+
+        bytes.byteslice(HEADER_BYTES, bytes.bytesize - HEADER_BYTES).force_encoding(encoding)
       end
 
       # True when bytes start like an entry (as opposed to a counter or foreign data).

@@ -330,6 +330,58 @@ static void test_too_large(void)
     strata_close(t);
 }
 
+/* A write with a head stores head then value as one value (one checksum over both), and the
+ * limit counts both parts; a head alone, or a value alone, is a value too. */
+static void test_head_and_value(void)
+{
+    strata_options o = opts_of(4u << 20);
+    strata_table *t;
+    const strata_geometry *g;
+    strata_write_req r;
+    char *big;
+    static buf b;
+    o.segment_size = 64u << 10;
+    t = open_table("head.l1", o);
+    REQUIRE(t);
+    g = strata_geometry_of(t);
+    memset(&r, 0, sizeof r);
+    r.op = STRATA_OP_SET;
+    r.key = "k";
+    r.key_len = 1;
+    r.head = "head:";
+    r.head_len = 5;
+    r.value = "value";
+    r.value_len = 5;
+    CHECK(strata_write(t, &r, 1) == STRATA_OK);
+    CHECK(get_is(t, "k", "head:value"));
+    r.op = STRATA_OP_ADD;
+    r.key = "h";
+    r.value = NULL;
+    r.value_len = 0;
+    CHECK(strata_write(t, &r, 1) == STRATA_OK);
+    CHECK(get_is(t, "h", "head:"));
+
+    big = calloc(1, g->max_value_size);
+    REQUIRE(big);
+    r.op = STRATA_OP_SET;
+    r.key = "k";
+    r.head = big;
+    r.head_len = g->max_value_size / 2;
+    r.value = big + r.head_len;
+    r.value_len = g->max_value_size - r.head_len; /* with the key: one byte too many */
+    CHECK(strata_write(t, &r, 1) == STRATA_TOO_LARGE);
+    CHECK(get_is(t, "k", "head:value"));
+    r.value_len--;
+    memset(big, 'x', r.head_len);
+    CHECK(strata_write(t, &r, 1) == STRATA_OK);
+    CHECK(get(t, "k", &b, NULL) == STRATA_OK && b.len == g->max_value_size - 1 && b.data[0] == 'x' &&
+          b.data[b.len - 1] == 0);
+    r.head_len = SIZE_MAX; /* no overflow past the limit check */
+    CHECK(strata_write(t, &r, 1) == STRATA_TOO_LARGE);
+    free(big);
+    strata_close(t);
+}
+
 /* A full table evicts old, unread entries; recently read ("hot") ones survive; it never wipes. */
 static void test_eviction(void)
 {
@@ -1737,6 +1789,7 @@ int main(void)
     run("sink_have", test_sink_have);
     run("counters", test_counters);
     run("too_large", test_too_large);
+    run("head_and_value", test_head_and_value);
     run("eviction", test_eviction);
     run("keys_clear_stats", test_keys_clear_stats);
     run("geometry", test_geometry);

@@ -59,6 +59,17 @@ class StrataStoreLocalCacheTest < Strata::StoreCase
     end
   end
 
+  # A large value is written to the table in two parts (Strata::Entry::Split) outside a local
+  # cache block only: the local cache keeps the bytes it is given and reads them back.
+  def test_a_large_value_written_inside_the_block_reads_back_locally_and_from_the_table
+    value = "y" * 30_000
+    store.with_local_cache do
+      store.write("large", value)
+      assert_equal value, store.read("large")
+      assert_equal value, build_store.read("large")
+    end
+  end
+
   def test_values_from_the_local_cache_are_copies
     store.with_local_cache do
       store.write("key", "value")

@@ -128,6 +128,46 @@ class StrataStoreReadWriteFetchTest < Strata::StoreCase
     assert_equal value, store.read("large")
   end
 
+  # With L1 alone a large String goes to the table as a Strata::Entry::Split (header and value
+  # copied into place); the bytes stored are the entry a joined write stores, so a store that
+  # joins reads it, and the other way round.
+  def test_a_large_string_written_in_two_parts_is_the_same_entry
+    value = "0123456789" * 2_560
+    versioned = ActiveSupport::Cache::Entry.new(value, version: "v1", expires_at: Time.now.to_f + 60)
+    codec = ActiveSupport::Cache::StrataStore::Codec.new(nil, nil)
+    split = codec.dump(versioned, false, nil, split: true)
+    assert_instance_of Strata::Entry::Split, split
+    assert_equal codec.dump(versioned, false, nil), split.head + split.payload
+    assert_equal Strata::Entry::MARKER, split.getbyte(0)
+    assert_equal "0".ord, split.getbyte(split.head.bytesize)
+    assert_same value, split.payload, "the value is not copied before the table copies it"
+
+    store.write("large", value, version: "v1")
+    store.fetch("filled", version: "v1") { value }
+    tier = Strata::Tiers::SharedMemory.new(path: table_path, size: TABLE_SIZE)
+    begin
+      %w[large filled].each do |key|
+        bytes = tier.get(key)
+        assert_equal value, Strata::Entry.decode(bytes).payload
+        assert_equal "v1", Strata::Entry.decode(bytes).version
+      end
+    ensure
+      tier.close
+    end
+    assert_equal value, store.read("large", version: "v1")
+    assert_nil store.read("large", version: "v2")
+    assert_equal value, store.read("filled", version: "v1")
+  end
+
+  def test_small_compressed_and_raw_values_are_never_split
+    codec = ActiveSupport::Cache::StrataStore::Codec.new(nil, Zlib)
+    small = ActiveSupport::Cache::Entry.new("x" * (Strata::Entry::SPLIT_MIN - 1))
+    assert_instance_of String, codec.dump(small, false, nil, split: true)
+    compressible = ActiveSupport::Cache::Entry.new("x" * 20_000)
+    assert_instance_of String, codec.dump(compressible, false, 1024, split: true)
+    assert_equal "12345", codec.dump(ActiveSupport::Cache::Entry.new(12_345), true, nil, split: true)
+  end
+
   def test_lookup_store_builds_the_store_from_a_symbol
     cache = ActiveSupport::Cache.lookup_store(:strata_store, l1: {path: File.join(@tmpdir, "t.strata"), size: TABLE_SIZE})
     @stores << cache

@@ -109,6 +109,35 @@ module Strata
         assert_nil t.get("k")
       end
 
+      # A Strata::Entry::Split is stored as head followed by payload, by set, add and cas alike,
+      # and counts whole against max_value_size.
+      def test_a_split_value_is_stored_joined
+        t = table
+        split = Strata::Entry::Split.new("head:".b, "payload " * 1000)
+        assert t.set("k", split)
+        assert_equal "head:#{"payload " * 1000}", t.get("k")
+        assert t.add("added", Strata::Entry::Split.new("h".b, "".b))
+        assert_equal "h", t.get("added")
+        _, token = t.get_with_cas("k")
+        assert t.cas("k", Strata::Entry::Split.new("".b, "swapped"), token)
+        assert_equal "swapped", t.get("k")
+
+        limit = t.max_value_size
+        half = limit / 2
+        assert_raises(Strata::ValueTooLargeError) { t.set("k", Strata::Entry::Split.new("x" * half, "y" * (limit - half))) }
+        assert_equal "swapped", t.get("k")
+        assert t.set("k", Strata::Entry::Split.new("x" * half, "y" * (limit - half - 1)))
+        assert_equal limit - 1, t.get("k").bytesize
+      end
+
+      def test_a_split_of_something_else_than_strings_is_refused
+        t = table
+        assert_raises(TypeError) { t.set("k", Strata::Entry::Split.new("head", nil)) }
+        assert_raises(TypeError) { t.set("k", Strata::Entry::Split.new(1, "payload")) }
+        assert_raises(TypeError) { t.set("k", Struct.new(:head, :payload).new("a", "b")) }
+        assert_nil t.get("k")
+      end
+
       def test_constructor_validation_names_the_option
         path = File.join(@dir, "bad.l1")
         {
@@ -488,13 +517,14 @@ module Strata
             sleep 0.001
           end
         end
-        assert t.set(key, "v" * 1000), "waits for the holder, then writes"
+        # A Split: the writer copies its key, head and payload before it lets the GVL go.
+        assert t.set(key, Strata::Entry::Split.new("h" * 20, "v" * 1000)), "waits for the holder, then writes"
         ticker.kill
         ticker.join
         release_w.close unless release_w.closed?
         reap_child(pid)
         assert_operator ticks, :>, 0, "other threads run while the writer waits"
-        assert_equal "v" * 1000, t.get(key)
+        assert_equal "h" * 20 + "v" * 1000, t.get(key)
         assert_equal 0, t.stats[:lock_timeouts]
       end
 

@@ -118,6 +118,9 @@ module ActiveSupport
           fill_wait: fill_wait, coherence_interval: coherence_interval, on_stamps: @stamp_reads)
         @listable = listable_tiers.size == @stack.tier_names.size
         @poller = Strata::Poller.start(@stack, on_error: method(:report_failure), **polling)
+        # With L1 alone every write lands in the table, whose set and add copy a
+        # Strata::Entry::Split into place: a large value is copied once (Codec#dump).
+        @split_writes = @stack.tier_names == [:l1]
       end
 
       # ActiveSupport's fetch_multi (one cache_read_multi event with super_operation: :fetch_multi,
@@ -326,7 +329,17 @@ module ActiveSupport
         stamps = stamps_for(key, options[:tags])
         return withheld(key) if Strata::TransactionTags.hides?(stamps)
 
-        write_serialized_entry(key, serialize_entry(entry, stamps: stamps, **options), **options)
+        write_serialized_entry(key, serialize_entry(entry, stamps: stamps, split: split?(entry), **options), **options)
+      end
+
+      # Whether entry may go to the table as a Strata::Entry::Split (Codec#dump decides on the
+      # payload): with L1 alone, for a large String, outside a local cache block (the local cache
+      # keeps what is written and reads it back as bytes). Small values skip the local cache look.
+      def split?(entry)
+        return false unless @split_writes
+
+        value = entry.value
+        value.instance_of?(String) && value.bytesize >= Strata::Entry::SPLIT_MIN && !local_cache
       end
 
       # Whether options' tags: name a tag a transaction open in this thread changed: the fetch
@@ -503,9 +516,11 @@ module ActiveSupport
         end
       end
 
+      # split: a large value may come back as a Strata::Entry::Split (only #write_entry asks, when
+      # the stack is L1 alone: its set and add take one).
       def serialize_entry(entry, raw: false, compress: @options[:compress], compress_threshold: @options[:compress_threshold],
-        stamps: Strata::Entry::NO_STAMPS, **)
-        @codec.dump(entry, raw, compress ? compress_threshold : nil, stamps)
+        stamps: Strata::Entry::NO_STAMPS, split: false, **)
+        @codec.dump(entry, raw, compress ? compress_threshold : nil, stamps, split: split)
       end
 
       # Only the LocalCache layer calls this, for the entries it serves to read_multi and

@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "fileutils"
+require "strata/entry"
 require "strata/errors"
 require "strata/tier"
 require "strata/strata_ext"
@@ -50,6 +51,10 @@ module Strata
     # version for one, nil when some version is not here or not well-formed (the caller then asks
     # the tiers below). Dependencies#current? calls it when this table is the top tier
     # (ext/strata/stamp_check.h).
+    #
+    # set, add and cas take the value as a String or as a Strata::Entry::Split, whose head and
+    # payload are copied into the item one after the other: one copy of a large value, where
+    # joining them first would take two and a fresh allocation.
     #
     # get, get_multi, get_with_cas, set, add, cas, delete, incr, decr, check_stamps, keys, cleanup,
     # clear, stats, max_value_size, size, close and closed? are implemented in C (strata_ext.c).

@@ -54,7 +54,10 @@ module ActiveSupport
         # The entry bytes for entry. raw: store a counter-shaped value bare, so incr works on it.
         # compress_threshold: compress payloads this large or larger; nil never compresses.
         # stamps: the entry's dependency stamps, [[tag_id, version], ...] (a bare counter has none).
-        def dump(entry, raw, compress_threshold, stamps = Strata::Entry::NO_STAMPS)
+        # split: the caller's tiers take a Strata::Entry::Split, returned for an uncompressed
+        # payload of at least Strata::Entry::SPLIT_MIN bytes (the header and the payload as they
+        # are, not joined); otherwise, and for counters and coders, bytes.
+        def dump(entry, raw, compress_threshold, stamps = Strata::Entry::NO_STAMPS, split: false)
           value = entry.value
           if raw
             value = value.to_s
@@ -80,8 +83,13 @@ module ActiveSupport
             end
           end
 
-          Strata::Entry.encode(payload, flags: flags, expires_at: Strata::Entry.milliseconds(entry.expires_at),
-            version: entry.version, stamps: stamps)
+          expires_at = Strata::Entry.milliseconds(entry.expires_at)
+          if split && payload.bytesize >= Strata::Entry::SPLIT_MIN && flags & Strata::Entry::COMPRESSED == 0
+            head = Strata::Entry.encode(Strata::Entry::EMPTY, flags: flags, expires_at: expires_at, version: entry.version, stamps: stamps)
+            return Strata::Entry::Split.new(head, payload)
+          end
+
+          Strata::Entry.encode(payload, flags: flags, expires_at: expires_at, version: entry.version, stamps: stamps)
         end
 
         # The Entry in bytes, or nil when its payload can't be rebuilt. Raises Strata::CorruptError
@@ -110,6 +118,9 @@ module ActiveSupport
         # and Entry#mismatched? (Time.now, so time helpers move both paths alike).
         def live_value(bytes, raw, version)
           return counter_value(bytes, raw) if Strata::Entry.counter?(bytes)
+
+          plain = Strata::Entry.plain_string(bytes)
+          return plain if plain
 
           decoded = Strata::Entry.decode(bytes)
           return MISS if decoded.flags & Strata::Entry::STAMPED != 0 && Strata::TransactionTags.hides_entry?(decoded)
