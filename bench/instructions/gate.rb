@@ -29,6 +29,10 @@ module Strata
         # Functions of a regressed operation's profile printed.
         PROFILE_LINES = 25
 
+        # The extension's sources as the compiler saw them from its build directory
+        # (tmp/x86_64-linux-gnu/strata_ext/3.1.2/../../../../ext/strata/table.c): printed from ext/.
+        BUILD_PREFIX = %r{\S*/(?:\.\./)+(?=ext/)}
+
         # Operations that need memcached; skipped with a note when it does not answer.
         MEMCACHED = %w[memcached_get memcached_set fetch_hit_memcached fetch_hit_l1_memcached_sql].freeze
 
@@ -189,6 +193,7 @@ module Strata
 
           @out.puts lines[header]
           @out.puts lines[(header + 2)..].take_while { |line| !line.strip.empty? }.first(PROFILE_LINES)
+            .map { |line| line.sub(BUILD_PREFIX, "") }
         end
 
         # What the counts depend on besides Strata's own code.

@@ -35,7 +35,7 @@ class InstructionsGateTest < Minitest::Test
       creator: test
       cmd: probe
       events: Ir
-      fl=table.c
+      fl=tmp/x86_64-linux-gnu/strata_ext/3.1.2/../../../../ext/strata/table.c
       fn=planted_work
       1 900
       fn=strata_get
@@ -67,7 +67,7 @@ class InstructionsGateTest < Minitest::Test
     assert_equal 1, status
     assert_match(/^l1_get\s+1000\s+1051\s+1\.051x\s+REGRESSED$/, out)
     assert_match(/^l1_set\s+2000\s+2000\s+1\.000x$/, out)
-    assert_match(/^900 \(90\.00%\)\s+table\.c:planted_work$/, out)
+    assert_match(/^900 \(90\.00%\)\s+ext\/strata\/table\.c:planted_work$/, out)
     assert_match(/^FAILED: l1_get over the baseline by more than 5%/, out)
   end
 
