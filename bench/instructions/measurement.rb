@@ -35,10 +35,11 @@ module Strata
 
         # names: the operations to count. Returns {name => Result}. The operations run one after
         # the other in one process (one Ruby boot under valgrind, not one per operation); each
-        # call of run writes its dumps into a fresh directory run-K under dir.
+        # call of run writes its dumps into a fresh directory run-K under dir (run 1 removes
+        # every earlier run's, so the directory holds this count's profiles only).
         def run(names, run_index)
           out = File.join(@dir, "run-#{run_index}")
-          FileUtils.rm_rf(out)
+          FileUtils.rm_rf((run_index == 1) ? Dir.glob(File.join(@dir, "run-*")) : out)
           FileUtils.mkdir_p(out)
           output, status = Open3.capture2e(*command(out, names))
           raise Failed, "probe failed (#{status}):\n#{output}" unless status.success?
