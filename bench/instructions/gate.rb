@@ -129,9 +129,12 @@ module Strata
           @out.puts
         end
 
+        # Writes this run's counts over the baseline's; the others stay when they were counted on
+        # this build (an --operations run), and go when they were not.
         def update(results)
           baseline = load_baseline
-          counts = (baseline["instructions"] || {}).merge(results.transform_values { |result| result.per_call.round })
+          kept = same_environment?(baseline) ? baseline["instructions"] || {} : {}
+          counts = kept.merge(results.transform_values { |result| result.per_call.round })
           File.write(@baseline, <<~YAML + YAML.dump(environment.merge("instructions" => counts)).delete_prefix("---\n"))
             # Instructions per call of each operation of the gate (bench/instructions, docs/benchmarks.md),
             # counted by callgrind on the environment below. Written by `bin/instructions --update`:

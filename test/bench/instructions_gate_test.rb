@@ -99,6 +99,15 @@ class InstructionsGateTest < Minitest::Test
     assert_equal 0, gate(runs: [{"l1_get" => 1200.0, "l1_set" => 1800.0}]).first
   end
 
+  def test_update_drops_the_counts_of_another_build
+    write_baseline({"l1_get" => 10, "fetch_hit_l1" => 10}, "ruby 0.0.1")
+    gate("--update", runs: [{"l1_get" => 1000.0, "l1_set" => 2000.0}])
+
+    written = YAML.safe_load_file(@baseline)
+    assert_equal({"l1_get" => 1000, "l1_set" => 2000}, written["instructions"])
+    assert_equal RUBY_DESCRIPTION, written["ruby"]
+  end
+
   def test_a_baseline_from_another_build_is_not_compared
     write_baseline({"l1_get" => 10, "l1_set" => 10}, "ruby 0.0.1")
     status, out = gate(runs: [{"l1_get" => 1000.0, "l1_set" => 2000.0}])
