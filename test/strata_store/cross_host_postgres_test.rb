@@ -9,24 +9,18 @@ require "support/postgres_cluster"
 # with the poller woken by NOTIFY and with NOTIFY off; and the gap that commits out of id order
 # leave in the log, driven step by step.
 module CrossHostPostgres
+  include Strata::TestSupport::CrossHosts::ServerTables
+
   class Record < ActiveRecord::Base
     self.abstract_class = true
   end
 
-  def setup
-    @connected ||= Record.establish_connection(Strata::TestSupport::PostgresCluster.url)
-    @table = "strata_hosts_#{SecureRandom.hex(6)}"
-    Strata::Tiers::SQL.create_table!(Record, table_name: @table)
+  def record_class
+    Record
   end
 
-  def teardown
-    Record.connection_pool.with_connection do |c|
-      [@table, "#{@table}_versions", "#{@table}_log"].each { |name| c.drop_table(name, if_exists: true) }
-    end
-  end
-
-  def sql_options
-    {connection_class: Record, table_name: @table}
+  def server_url
+    Strata::TestSupport::PostgresCluster.url
   end
 end
 

@@ -18,6 +18,27 @@ module Strata
     module CrossHosts
       include ChildProcesses
 
+      # The SQL tier's tables of one test on a shared database server, made for each test under
+      # a name of its own and dropped after it. The including class defines record_class (an
+      # abstract Active Record class of its own) and server_url.
+      module ServerTables
+        def setup
+          @connected ||= record_class.establish_connection(server_url)
+          @table = "strata_hosts_#{SecureRandom.hex(6)}"
+          Strata::Tiers::SQL.create_table!(record_class, table_name: @table)
+        end
+
+        def teardown
+          record_class.connection_pool.with_connection do |c|
+            [@table, "#{@table}_versions", "#{@table}_log"].each { |name| c.drop_table(name, if_exists: true) }
+          end
+        end
+
+        def sql_options
+          {connection_class: record_class, table_name: @table}
+        end
+      end
+
       # Seconds a child may take; seconds host B may take to see a change.
       DEADLINE = 30
       BOUND = 10
