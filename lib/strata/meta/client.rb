@@ -1,6 +1,5 @@
 # frozen_string_literal: true
 
-require "connection_pool"
 require "strata/errors"
 require "strata/resource_pool"
 require "strata/meta/errors"
@@ -360,7 +359,7 @@ module Strata
 
         @ring.count_error(server)
         raise ServerError.new("#{server}: #{result.message}", tier: :l2, server: server)
-      rescue ConnectionPool::TimeoutError
+      rescue ResourcePool::TimeoutError
         @ring.count_error(server)
         raise RetryableError.new("#{server}: no free connection after #{@pool_timeout}s", tier: :l2, server: server)
       end
