@@ -430,10 +430,7 @@ module Strata
             return if taken.empty? # another call recovered it while this one waited
 
             keys = taken.keys
-            dispatch(server, true) do |c|
-              keys.each_with_index { |key, index| c.write(Request.md(key, opaque: index, quiet: true)) }
-              read_quiet_replies(c, keys, {}, :md)
-            end
+            dispatch(server, true) { |c| quiet_deletes(c, keys) }
           end
           @attention_lock.synchronize { @log.done(server, taken, flushed: overflow == :flush) }
           forget_gutter_copies(taken)
@@ -450,10 +447,7 @@ module Strata
           begin
             raise TierError.new("#{gutter} is down", tier: :l2, server: gutter) unless @ring.up?(gutter)
 
-            dispatch(gutter, true) do |c|
-              keys.each_with_index { |key, index| c.write(Request.md(key, opaque: index, quiet: true)) }
-              read_quiet_replies(c, keys, {}, :md)
-            end
+            dispatch(gutter, true) { |c| quiet_deletes(c, keys) }
           rescue TierError
             keys.each { |key| note(gutter, key, nil) }
           end

@@ -10,7 +10,7 @@ module Strata
     # Client's multi-key operations: the keys grouped by the server Ring routes them to, and one
     # pipeline per server, each command quiet and tagged with its index as opaque, ended by mn;
     # a server that fails doesn't stop the others (Strata::PartialError). Also the quiet pipelines
-    # of a recovery's deletes and of give_up_win. Included in Client, whose routing and failure
+    # of a recovery's deletes (#quiet_deletes) and of give_up_win. Included in Client, whose routing and failure
     # handling (@ring, #dispatch, #routed, #note, #server_ttl) it uses; the class comment of
     # Client says what the operations guarantee.
     module Pipeline
@@ -217,7 +217,13 @@ module Strata
       # the rest of the grace period; so it invalidates the item again (md I, no T: the value and
       # its grace stay), which hands the win to the next reader, and the next lease reader wins.
       def give_up_win(conn, keys)
-        keys.each_with_index { |key, index| conn.write(Request.md(key, invalidate: true, opaque: index, quiet: true)) }
+        quiet_deletes(conn, keys, invalidate: true)
+      end
+
+      # One quiet pipeline of md (with I when invalidate) over keys on conn: {key => whether it
+      # was there}.
+      def quiet_deletes(conn, keys, invalidate: false)
+        keys.each_with_index { |key, index| conn.write(Request.md(key, invalidate: invalidate, opaque: index, quiet: true)) }
         read_quiet_replies(conn, keys, {}, :md)
       end
     end
