@@ -9,10 +9,10 @@ module Strata
   module Meta
     # Client's multi-key operations: the keys grouped by the server Ring routes them to, and one
     # pipeline per server, each command quiet and tagged with its index as opaque, ended by mn;
-    # a server that fails doesn't stop the others (Strata::PartialError). Also the quiet pipelines
-    # of a recovery's deletes (#quiet_deletes) and of give_up_win. Included in Client, whose routing and failure
-    # handling (@ring, #dispatch, #routed, #note, #server_ttl) it uses; the class comment of
-    # Client says what the operations guarantee.
+    # a server that fails doesn't stop the others (Strata::PartialError). Also the quiet md
+    # pipelines of a recovery (#quiet_deletes) and of give_up_win. Included in Client, whose
+    # routing and failure handling (@ring, #dispatch, #routed, #note, #server_ttl) it uses; the
+    # class comment of Client says what the operations guarantee.
     module Pipeline
       # Bytes of an item besides its key and value (header, CAS, suffix, CRLF), rounded up: what
       # set_multi adds to an entry's size before comparing it with the server's item_size_max.
