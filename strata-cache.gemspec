@@ -23,5 +23,4 @@ Gem::Specification.new do |spec|
   # Only what bin/test runs: Active Support 7.1 and 7.2 (gemfiles/). The store reaches into the
   # base store's internals, so a new Rails line is declared once the suite passes on it.
   spec.add_dependency "activesupport", ">= 7.1", "< 7.3"
-  spec.add_dependency "connection_pool", ">= 2.4", "< 3"
 end

@@ -23,7 +23,7 @@ class ResourcePoolTest < Minitest::Test
 
     @pool.with do |outer|
       @pool.with { |inner| refute_same outer, inner }
-      assert_raises(ConnectionPool::TimeoutError) { @pool.with { @pool.with { flunk "a third resource" } } }
+      assert_raises(Strata::ResourcePool::TimeoutError) { @pool.with { @pool.with { flunk "a third resource" } } }
     end
     assert_equal 2, @made
   end

@@ -1,6 +1,6 @@
 # frozen_string_literal: true
 
-require "connection_pool"
+require "strata/errors"
 require "strata/fork_generation"
 require "strata/resource_pool/stock"
 
@@ -20,11 +20,18 @@ module Strata
   # the child neither uses nor closes them, and keeps them referenced so that no finalizer
   # closes them either (SQLite must not close in a child a handle its parent opened).
   class ResourcePool
+    # No connection was free and none was given back within the pool's timeout. Callers turn it
+    # into a Strata::RetryableError naming their tier and server.
+    class TimeoutError < Strata::Error; end
+
+    # #shutdown ran while a caller waited for a connection; #with takes one from the next pool.
+    class ShuttingDownError < Strata::Error; end
+
     HOLD_INTERRUPTS = {Exception => :never}.freeze
     LET_INTERRUPTS = {Exception => :immediate}.freeze
 
     # size: connections at most; timeout: seconds to wait for a free one before
-    # ConnectionPool::TimeoutError; create: makes a connection.
+    # TimeoutError; create: makes a connection.
     def initialize(size:, timeout:, &create)
       raise ArgumentError, "a ResourcePool needs a block that makes a connection" unless create
 
@@ -46,7 +53,7 @@ module Strata
       Thread.handle_interrupt(HOLD_INTERRUPTS) do
         conn = begin
           stock.take(@timeout)
-        rescue ConnectionPool::PoolShuttingDownError
+        rescue ShuttingDownError
           stock = current_stock # #shutdown ran meanwhile: the next pool serves
           stock.take(@timeout)
         end

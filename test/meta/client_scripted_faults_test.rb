@@ -129,6 +129,22 @@ class MetaClientScriptedFaultsTest < Minitest::Test
     refute_includes @scripted.commands, "mg other v"
   end
 
+  # No free connection within pool_timeout is a RetryableError naming the server, never the
+  # pool's own error (ResourcePool::TimeoutError), and the server is not marked down for it.
+  def test_no_free_connection_is_a_retryable_error_and_the_server_stays_up
+    start(pool_size: 1, pool_timeout: 0.05, timeout: 5) { |line| :hold if line.start_with?("mg held ") }
+    assert_nil @client.get("warm") # probed and pooled
+
+    holder = Thread.new { capture { @client.get("held") } }
+    assert wait_until { @scripted.commands.include?("mg held v") }, "the one connection is in use"
+    error = assert_raises(Strata::RetryableError) { @client.get("other") }
+    assert_equal @scripted.server, error.server
+    assert_match(/no free connection/, error.message)
+    assert @client.ring.up?(@scripted.server)
+    @scripted.release(:close)
+    assert_kind_of Strata::TierError, holder.value
+  end
+
   private
 
   # Starts the scripted server (replies from script) and a client of it and of servers.

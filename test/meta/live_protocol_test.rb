@@ -31,7 +31,7 @@ class MetaLiveProtocolTest < Minitest::Test
     # Reads one reply: the parsed line and, for VA, the value bytes.
     def reply(command = nil)
       result = Response.parse(read_line, command)
-      value = Response.finish_value!(read_exact(Response.value_read_length(result)), result) if result.value?
+      value = read_value(result.value_length) if result.value?
       [result, value]
     end
 
@@ -55,6 +55,14 @@ class MetaLiveProtocolTest < Minitest::Test
       line = @buffer.byteslice(0, index)
       @buffer = @buffer.byteslice(index + 2, @buffer.bytesize)
       line
+    end
+
+    # A data block of length bytes, after checking the "\r\n" that follows it.
+    def read_value(length)
+      block = read_exact(length + 2)
+      raise "data block of #{length} bytes not followed by \\r\\n" unless block.end_with?("\r\n")
+
+      block.byteslice(0, length)
     end
 
     def read_exact(length)
@@ -259,7 +267,7 @@ class MetaLiveProtocolTest < Minitest::Test
       Request.mg(key("gone1"), quiet: true, opaque: 1),
       Request.mg(key("present"), quiet: true, opaque: 2),
       Request.mg(key("gone2"), quiet: true, opaque: 3),
-      Request.mn
+      Request::MN
     )
 
     hit, value = @wire.reply
@@ -270,7 +278,7 @@ class MetaLiveProtocolTest < Minitest::Test
   end
 
   def test_mn_alone
-    assert_equal :noop, @wire.call(Request.mn, :mn).first.status
+    assert_equal :noop, @wire.call(Request::MN, :mn).first.status
   end
 
   # --- errors --------------------------------------------------------------------------------
@@ -284,7 +292,7 @@ class MetaLiveProtocolTest < Minitest::Test
 
     # The server discarded the data block, so the stream is still in step, and the old item is gone.
     assert_equal :miss, get(key("big")).first.status
-    assert_equal :noop, @wire.call(Request.mn, :mn).first.status
+    assert_equal :noop, @wire.call(Request::MN, :mn).first.status
   end
 
   def test_a_request_line_the_server_rejects_is_a_client_error

@@ -283,11 +283,4 @@ class MetaRequestTest < Minitest::Test
     assert_raises(ArgumentError) { Request.ma("foo", delta: 2**64) }
     assert_raises(ArgumentError) { Request.ma("foo", initial: 1) }
   end
-
-  # --- mn ------------------------------------------------------------------------------------
-
-  def test_mn
-    assert_equal "mn\r\n".b, Request.mn
-    refute_predicate Request.mn, :frozen?
-  end
 end

@@ -183,26 +183,6 @@ class MetaResponseTest < Minitest::Test
 
   # --- value blocks --------------------------------------------------------------------------
 
-  def test_value_read_length_includes_the_terminator
-    assert_equal 5, Response.value_read_length(parse("VA 3"))
-    assert_equal 2, Response.value_read_length(parse("VA 0"))
-    assert_raises(ArgumentError) { Response.value_read_length(parse("HD")) }
-  end
-
-  def test_finish_value_strips_the_terminator_in_place
-    buffer = "a\r\nb\r\n".b
-    value = Response.finish_value!(buffer, parse("VA 4"))
-
-    assert_same buffer, value
-    assert_equal "a\r\nb".b, value
-  end
-
-  def test_finish_value_rejects_a_block_out_of_step
-    assert_raises(Strata::Meta::ProtocolError) { Response.finish_value!("abc\r\n".b, parse("VA 4")) }
-    assert_raises(Strata::Meta::ProtocolError) { Response.finish_value!("abcd\n\n".b, parse("VA 4")) }
-    assert_raises(Strata::Meta::ProtocolError) { Response.finish_value!("abcde\r\n".b, parse("VA 4")) }
-  end
-
   def test_counter_value
     assert_equal 18_446_744_073_709_551_615, Response.counter_value("18446744073709551615".b)
     assert_raises(Strata::Meta::ProtocolError) { Response.counter_value("12a".b) }

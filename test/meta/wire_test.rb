@@ -64,6 +64,23 @@ class MetaWireTest < Minitest::Test
     assert_equal "abc", @wire.read_bytes(3)
   end
 
+  # A data block is read with the "\r\n" after it checked and left out; one that is not
+  # followed by "\r\n" means the stream is out of step.
+  def test_a_data_block_is_read_without_its_terminator_and_checked
+    @wire.start(5)
+    @theirs.write("a\r\nb\r\n")
+    assert_equal "a\r\nb", @wire.read_bytes(4)
+    ["abcd\n\n", "abcde\r\n"].each do |reply|
+      @theirs.write(reply)
+      assert_raises(Wire::Malformed, reply.inspect) { @wire.read_bytes(4) }
+      @wire.detach
+      @ours.close
+      @ours, @theirs = UNIXSocket.pair
+      @wire.attach(@ours)
+      @wire.start(5)
+    end
+  end
+
   def test_short_and_long_strings_leave_in_the_order_written
     pieces = Array.new(41) { |i| i.even? ? "s#{i}\r\n" : "L#{i}" * 3_000 } # more pieces than one send gathers
     expected = pieces.join

@@ -3,7 +3,7 @@
 require "test_helper"
 require "strata/tiers/sql"
 
-# Tiers::SQL#sample_ranges alone: the id ranges an expiry pass counts below its newest rows. For
+# Tiers::SQL::Sizing#sample_ranges alone: the id ranges an expiry pass counts below its newest rows. For
 # the estimate to be unbiased and never count a row twice, every set of windows must lie in
 # low...boundary without overlapping, and over all starts of the windows every id must be
 # counted equally often (window times), so each id's chance to be counted is window / stretch.
@@ -12,14 +12,14 @@ class SqlSampleRangesTest < Minitest::Test
   WINDOW = SQL::Statements::SAMPLE_WINDOW
   WINDOWS = SQL::Statements::SAMPLE_WINDOWS
 
-  # A tier object with no database: sample_ranges uses nothing but its arguments and rand, which
+  # A Sizing with no database: sample_ranges uses nothing but its arguments and rand, which
   # each test fixes to one start at a time.
   def sampler(start = 0)
-    SQL.allocate.tap { |tier| tier.define_singleton_method(:rand) { |_limit| start } }
+    SQL::Sizing.new(nil, nil, nil).tap { |sizing| sizing.define_singleton_method(:rand) { |_limit| start } }
   end
 
   def ranges(low, boundary, start: 0)
-    binds, scale = sampler(start).send(:sample_ranges, low, boundary)
+    binds, scale = sampler(start).sample_ranges(low, boundary)
     assert_equal WINDOWS * 4, binds.size, "a bind pair for every range of the statement"
     [binds.each_slice(2).reject { |from, below| from == below }, scale]
   end

@@ -211,6 +211,19 @@ class SqlTierTest < Minitest::Test
     assert status&.success?, "the child finished, the pooled connection usable: #{status.inspect}"
   end
 
+  # No free connection in the embedded pool within its wait is the tier's RetryableError, never
+  # the pool's own error (ResourcePool::TimeoutError).
+  def test_no_free_connection_is_a_retryable_error
+    tier = build_tier(pool: 1)
+    tier.set("k", "v")
+    pool = tier.instance_variable_get(:@database).instance_variable_get(:@sqlite_pool)
+    pool.instance_variable_set(:@timeout, 0.05) # Embedded::CHECKOUT_TIMEOUT is 5 s
+    error = pool.with { assert_raises(Strata::RetryableError) { tier.get("k") } }
+    assert_equal :l3, error.tier
+    assert_match(/no free connection/, error.message)
+    assert_equal "v", tier.get("k")
+  end
+
   def test_the_table_has_no_autoincrement
     db = SQLite3::Database.new(@path)
     ddl = db.get_first_value("SELECT sql FROM sqlite_master WHERE name = 'strata_entries'")

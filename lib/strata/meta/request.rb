@@ -52,6 +52,8 @@ module Strata
       MD = "md ".b.freeze
       MA = "ma ".b.freeze
       BASE64_FLAG = " b"
+      # Meta no-op. The server answers MN once every earlier command on the connection has
+      # answered, which ends a pipeline of quiet commands.
       MN = "mn\r\n".b.freeze
 
       # ms M<token> modes. :add is "E" in the protocol (not to be confused with the E flag,
@@ -220,12 +222,6 @@ module Strata
         append_opaque(buf, opaque) unless opaque.nil?
         buf << " q" if quiet
         buf << CRLF
-      end
-
-      # Meta no-op: "mn\r\n". The server answers MN once every earlier command on the connection
-      # has answered, which ends a pipeline of quiet commands.
-      def mn
-        MN.dup
       end
 
       # Whether key is its own token: an ASCII String of 1..250 bytes with no space or control

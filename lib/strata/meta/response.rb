@@ -9,12 +9,11 @@ module Strata
     # bytes; this module only interprets them.
     #
     # Reading a reply is two steps:
-    # 1. Read one line up to "\r\n" and pass it, without the "\r\n", to Response.parse. It returns
-    #    a frozen Result, or raises ServerError / ClientError for error lines and ProtocolError for
-    #    anything else unexpected.
-    # 2. If result.value? (a VA line), read exactly Response.value_read_length(result) more bytes
-    #    (the data block plus its "\r\n") and pass them to Response.finish_value!, which checks
-    #    the terminator and strips it in place.
+    # 1. Read one line up to "\r\n" and pass it, without the "\r\n", to Response.parse (or one of
+    #    the shortcuts below for the common replies). It returns a frozen Result, or raises
+    #    ServerError / ClientError for error lines and ProtocolError for anything else unexpected.
+    # 2. If result.value? (a VA line), read the data block of result.value_length bytes with
+    #    Wire#read_bytes, which checks the "\r\n" after it and leaves it out.
     module Response
       # One reply line, parsed. Immutable (instances are frozen).
       #
@@ -56,7 +55,6 @@ module Strata
       SERVER_ERROR = "SERVER_ERROR"
       CLIENT_ERROR = "CLIENT_ERROR"
       ERROR = "ERROR"
-      CRLF = "\r\n".b.freeze
       # A flag with a numeric token: the letter, an optional minus (t-1), up to 20 digits (u64).
       NUMERIC_FLAG = /\A[a-zA-Z]-?\d{1,20}\z/
       DIGITS = /\A\d{1,20}\z/
@@ -132,25 +130,6 @@ module Strata
           first_flag = 2
         end
         parse_flags(line, tokens, first_flag, status, value_length)
-      end
-
-      # Bytes to read after a VA line: the data block and its "\r\n".
-      def value_read_length(result)
-        raise ArgumentError, "#{result.status} reply carries no value" unless result.value?
-
-        result.value_length + CRLF.bytesize
-      end
-
-      # Checks that buffer is exactly the data block plus "\r\n", strips the "\r\n" in place (no
-      # copy of the value) and returns buffer. Raises ProtocolError when it does not fit, which
-      # means the connection read out of step.
-      def finish_value!(buffer, result)
-        unless buffer.bytesize == value_read_length(result) && buffer.end_with?(CRLF)
-          raise ProtocolError, "data block of #{result.value_length} bytes not followed by \\r\\n"
-        end
-
-        buffer.chop! # removes "\r\n" as one unit
-        buffer
       end
 
       # The number in an ma data block (return_value: true).

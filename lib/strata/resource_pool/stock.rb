@@ -1,6 +1,5 @@
 # frozen_string_literal: true
 
-require "connection_pool"
 require "strata/clock"
 require "strata/strata_ext"
 
@@ -12,8 +11,8 @@ module Strata
     # Why not connection_pool's TimedStack: its pop and push each read the clock, pass an options
     # Hash through four methods and broadcast, 0.8 us per checkout of a 24 us memcached get. Here
     # a checkout and its return are one Mutex section each around an Array (0.3-0.4 us for both);
-    # the clock is read only when nothing is idle. Errors stay connection_pool's (TimeoutError,
-    # PoolShuttingDownError), which callers rescue.
+    # the clock is read only when nothing is idle. Its errors are ResourcePool's (TimeoutError,
+    # ShuttingDownError).
     #
     # Last in, first out, as TimedStack: a lone caller keeps reusing one resource. For SQLite that
     # matters: a connection's page cache is dropped whenever another connection wrote since its
@@ -36,8 +35,8 @@ module Strata
       end
 
       # The resource given back last, a new one while fewer than size exist, or one given back
-      # within timeout seconds. Raises ConnectionPool::TimeoutError after that, and
-      # ConnectionPool::PoolShuttingDownError once #shutdown has run.
+      # within timeout seconds. Raises ResourcePool::TimeoutError after that, and
+      # ResourcePool::ShuttingDownError once #shutdown has run.
       def take(timeout)
         # lock and unlock rather than synchronize: a return out of a block unwinds like an
         # exception, which cost more than the rest of the checkout.
@@ -72,7 +71,7 @@ module Strata
       end
 
       # Closes every idle resource with the block, and each busy one as it is given back; #take
-      # raises PoolShuttingDownError from now on.
+      # raises ShuttingDownError from now on.
       def shutdown(&closer)
         idle = @lock.synchronize do
           @closer = closer
@@ -90,7 +89,7 @@ module Strata
       def wait_or_reserve(timeout)
         deadline = Clock.monotonic + timeout
         loop do # bound: each pass returns, raises, or waits until the deadline
-          raise ConnectionPool::PoolShuttingDownError if @closer
+          raise ShuttingDownError if @closer
 
           resource = @idle.pop
           return resource if resource
@@ -100,7 +99,7 @@ module Strata
           end
 
           left = deadline - Clock.monotonic
-          raise ConnectionPool::TimeoutError, "no resource given back within #{timeout}s" if left <= 0
+          raise TimeoutError, "no resource given back within #{timeout}s" if left <= 0
 
           @given_back.wait(@lock, left)
         end

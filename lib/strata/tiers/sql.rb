@@ -12,9 +12,12 @@ require "strata/tiers/sql/embedded"
 require "strata/tiers/sql/expiry"
 require "strata/tiers/sql/listener"
 require "strata/tiers/sql/log_statements"
+require "strata/tiers/sql/options"
 require "strata/tiers/sql/schema"
+require "strata/tiers/sql/sizing"
 require "strata/tiers/sql/statements"
 require "strata/tiers/sql/versions_and_log"
+require "strata/tiers/sql/writes"
 
 module Strata
   module Tiers
@@ -69,7 +72,7 @@ module Strata
     # most 5,000; see Statements::EXACT_ROWS). So a pass reads at most about 7,000 rows on any
     # table, and the bounds hold to within that estimate. Before any of that, upper bounds (the
     # id span, and on SQLite the file size) that are within budget spare the count. byte_size is
-    # key plus value bytes, without the database's per-row overhead and indexes.
+    # key plus value bytes, without the database's per-row overhead and indexes. (See Sizing.)
     #
     # Thread and process safety: any thread of any process may call any method; each call checks
     # a connection out of the pool for its statements and returns it. A forked child opens its
@@ -107,6 +110,7 @@ module Strata
     # never the newest row.
     class SQL
       include Strata::Tier
+      include Options
       include VersionsAndLog
 
       CAPABILITIES = Tier::CAPABILITIES.merge(tombstones: true).freeze
@@ -131,17 +135,10 @@ module Strata
         busy_timeout: 1              # embedded only: seconds to wait for another writer's lock
       }.freeze
 
-      MAX_KEY_BYTES = 250
-      MAX_BATCH = 10_000
-      MAX_BUSY_TIMEOUT = 60
-      # The derived tables' names (Schema) must fit in an identifier too.
-      TABLE_NAME = /\A[A-Za-z_][A-Za-z0-9_]{0,#{Schema::MAX_TABLE_NAME - 1}}\z/
-
       # Creates the tier's tables (Schema) through connection_class's pool unless they exist; safe
       # to run again.
       def self.create_table!(connection_class, table_name: DEFAULTS[:table_name])
-        raise ArgumentError, "table_name must be an SQL identifier of at most #{Schema::MAX_TABLE_NAME} characters, got #{table_name.inspect}" unless TABLE_NAME.match?(table_name.to_s)
-
+        Options.check_table_name(table_name)
         connection_class.connection_pool.with_connection { |connection| Schema.create(connection, table_name.to_s) }
         true
       end
@@ -164,9 +161,7 @@ module Strata
         validate_limits(table_name, max_size, max_entries, max_age, max_value_size, expiry_batch_size, expire_every)
         validate_seconds(:tombstone_ttl, tombstone_ttl)
         validate_seconds(:log_retention, log_retention)
-        unless [nil, true, false].include?(invalidation_log)
-          raise ArgumentError, "invalidation_log must be true, false or nil, got #{invalidation_log.inspect}"
-        end
+        validate_invalidation_log(invalidation_log)
         @logging = invalidation_log.nil? ? path.nil? : invalidation_log
         @log_retention = log_retention
         @table_name = table_name.to_s
@@ -177,6 +172,8 @@ module Strata
         @expiry = Expiry.new(max_size: max_size, max_entries: max_entries, max_age: max_age)
         @limits = {max_size: max_size, max_entries: max_entries, max_age: max_age, max_value_size: max_value_size}
         @statements = nil
+        @writer = nil
+        @sizing = nil
         @log_statements = nil
         @lock = Mutex.new # guards @writes and @counters
         @writes = 0
@@ -269,7 +266,7 @@ module Strata
           @database.transaction(c) do
             ordered.each do |hash, key|
               log(c, now, key: key) if @logging
-              next bury(c, hash, binary(key), key.bytesize, now) unless results[key]
+              next writer.bury(c, hash, binary(key), tombstone(key.bytesize, now)) unless results[key]
 
               expire(c) if write_due?
               @database.write(c, :set_multi, statements.set, write_binds(key, entries[key], expires_in, now, hash))
@@ -330,7 +327,7 @@ module Strata
           now = Entry.now
           with_expiry(c, @logging) do
             log(c, now, key: key) if @logging
-            bury(c, hash, stored_key, key.bytesize, now)
+            writer.bury(c, hash, stored_key, tombstone(key.bytesize, now))
           end
         end
         count(:deletes)
@@ -433,7 +430,7 @@ module Strata
           binds = write_binds(key, bytes, expires_in, now)
           with_expiry(c, logged) do
             log(c, now, key: key) if logged
-            stored?(c, operation, binds, token)
+            writer.stored?(c, operation, binds, token)
           end
         end
       end
@@ -451,51 +448,9 @@ module Strata
         end
       end
 
-      # Runs the set, add or add_for_fill statement with binds (#write_binds) and token on c:
-      # whether it stored.
-      def stored?(c, operation, binds, token)
-        if operation == :set
-          @database.write(c, :set, statements.set, binds)
-          return true
-        end
-
-        fill = operation == :add_for_fill
-        binds += [token] if fill
-        counted = fill ? statements.fill_add_counted : statements.add_counted
-        return @database.changed(c, operation, counted, binds) > 0 if counted
-        # RETURNING gives a row only when it stored.
-        return !@database.write(c, operation, fill ? statements.fill_add : statements.add, binds).empty? if statements.returning?
-
-        # Without ON CONFLICT (MySQL): free the row an add may take, then insert, which a live
-        # row refuses. Binds: key_hash, key, now (and for a fill: now again, the token).
-        vacate = fill ? [statements.fill_vacate, binds.values_at(0, 1, 4, 4, 6)] : [statements.add_vacate, binds.values_at(0, 1, 4)]
-        @database.changed(c, operation, *vacate)
-        @database.inserted?(c, operation, statements.add, binds.first(6))
-      end
-
-      # Leaves a tombstone in place of the row of key (bytes, with its hash) on c, whatever row
-      # that is (live, expired, an older tombstone, none): whether it was live.
-      def bury(c, hash, key, key_size, now)
-        fields = tombstone(key_size, now)
-        if statements.returning?
-          rows = @database.write(c, :delete, statements.bury, [hash, key, *fields, binary(BURIED_LIVE)])
-          return !rows.first.first.empty?
-        end
-        # MySQL: a live row becomes the tombstone; else the tombstone is set over whatever is there.
-        return true if @database.changed(c, :delete, statements.bury_live, [*fields, hash, key, now]) > 0
-
-        @database.write(c, :delete, statements.set, [hash, key, *fields])
-        false
-      end
-
       # The value, expires_at, created_at and byte_size of a tombstone made at now.
       def tombstone(key_size, now)
         [binary(""), -(now + @tombstone_ms), now, key_size]
-      end
-
-      def check_value(key, bytes)
-        check_key(key)
-        raise TypeError, "value of #{key.inspect} must be a String, not #{bytes.class}" unless bytes.is_a?(String)
       end
 
       def too_large(key, bytes)
@@ -544,7 +499,7 @@ module Strata
       # handing the whole batch over row by row.
       def expire(c)
         now = Entry.now
-        entries, bytes = @expiry.budgeted? ? totals_for_expiry(c) : [0, 0]
+        entries, bytes = @expiry.budgeted? ? sizing.totals(c) : [0, 0]
         head = if @expiry.within_budget?(entries, bytes)
           # created_at < 0 matches no row: without max_age only the TTL expires rows
           @database.select(c, :expire, statements.expired_head, [now, @expiry.written_before(now) || 0])
@@ -561,73 +516,20 @@ module Strata
         end
       end
 
-      # [entries, bytes] of the table for an expiry pass, or upper bounds of both when those are
-      # enough. The id span bounds the rows (ids are unique), and on SQLite the database file
-      # bounds the bytes. While both are within budget no row is over it, as with the true totals,
-      # so the pass counts nothing: a table far from its bounds, the common case, costs two index
-      # lookups and a header read instead of thousands of rows. Otherwise see #table_totals.
-      def totals_for_expiry(c)
-        low, high = @database.select(c, :expire, statements.id_range).first
-        return [0, 0] if low.nil?
-
-        bounds = [high - low + 1, bytes_bound(c)]
-        return bounds if @expiry.within_budget?(*bounds)
-
-        table_totals(c, low, high)
-      end
-
-      # An upper bound on the table's bytes: 0 without a max_size (they don't matter, and the
-      # pass subtracts from it), the database's size where the dialect has one, else nil.
-      def bytes_bound(c)
-        return 0 unless @expiry.max_size?
-        return nil unless statements.database_bytes
-
-        @database.select(c, :expire, statements.database_bytes).first.first
-      end
-
-      # [entries, bytes] of the table whose ids run from low to high: exact while they span at
-      # most Statements::EXACT_SPAN or the table holds at most EXACT_ROWS rows; otherwise an
-      # estimate. Rewrites move hot keys to the newest ids, so the span fills unevenly: dense at
-      # the top, sparser further down. So the estimate counts the newest rows exactly, and below
-      # them one window in each of SAMPLE_WINDOWS equal stretches, each scaled up to its stretch:
-      # no one dense stretch stands for the whole table, and every id is as likely to be counted.
-      def table_totals(c, low, high)
-        return @database.select(c, :expire, statements.totals).first.map(&:to_i) if high - low < Statements::EXACT_SPAN
-
-        entries, bytes, boundary = @database.select(c, :expire, statements.newest_totals).first.map(&:to_i)
-        return [entries, bytes] if entries <= Statements::EXACT_ROWS
-
-        binds, scale = sample_ranges(low, boundary)
-        sampled_entries, sampled_bytes = @database.select(c, :expire, statements.sample_totals, binds).first
-        [entries + (sampled_entries.to_i * scale).round, bytes + (sampled_bytes.to_i * scale).round]
-      end
-
-      # [binds for Statements#sample_totals, scale] over the ids low...boundary. In each stretch,
-      # a window that starts anywhere in it and wraps around its end (two ranges then, else one
-      # and an empty one), clipped below boundary. When the windows would cover every id, one
-      # range counts them all.
-      def sample_ranges(low, boundary)
-        window = Statements::SAMPLE_WINDOW
-        windows = Statements::SAMPLE_WINDOWS
-        return [[low, boundary, *([0, 0] * (windows * 2 - 1))], 1] if boundary - low <= window * windows
-
-        stretch = (boundary - low).fdiv(windows).ceil
-        binds = Array.new(windows) do |index|
-          first = low + index * stretch
-          from = first + rand(stretch)
-          over = from + window - (first + stretch)
-          ranges = (over > 0) ? [from, first + stretch, first, first + over] : [from, from + window, 0, 0]
-          ranges.map { |id| [id, boundary].min }
-        end
-        [binds.flatten, stretch.fdiv(window)]
-      end
-
       def write_due?
         @lock.synchronize { ((@writes += 1) % @expire_every).zero? }
       end
 
       def statements
         @statements ||= Statements.new(@table_name, @database.dialect, expiry_batch_size: @batch)
+      end
+
+      def writer
+        @writer ||= Writes.for(@database, statements)
+      end
+
+      def sizing
+        @sizing ||= Sizing.new(@database, statements, @expiry)
       end
 
       def open_embedded(path, pool, busy_timeout)
@@ -650,82 +552,14 @@ module Strata
         @database.blob(string)
       end
 
-      # ttl itself when it is nil or a finite number of seconds; else TypeError or ArgumentError.
-      def check_ttl(ttl)
-        return ttl if ttl.nil? || (ttl.is_a?(Numeric) && ttl.real? && ttl.finite?)
-        raise TypeError, "ttl must be a number of seconds or nil, not #{ttl.class}" unless ttl.is_a?(Numeric)
-
-        raise ArgumentError, "ttl must be a finite number of seconds, got #{ttl.inspect}"
-      end
-
       def expires_at(ttl, now)
         return 0 if ttl.nil? || ttl.zero?
 
         now + (ttl * 1000).ceil # a negative ttl lands in the past: expired at once
       end
 
-      def check_key(key)
-        raise TypeError, "key must be a String, not #{key.class}" unless key.is_a?(String)
-        raise ArgumentError, "key is empty" if key.empty?
-        raise ArgumentError, "key is #{key.bytesize} bytes; keys are at most #{MAX_KEY_BYTES} bytes" if key.bytesize > MAX_KEY_BYTES
-      end
-
       def count(counter, amount = 1)
         @lock.synchronize { @counters[counter] += amount }
-      end
-
-      # --- options -------------------------------------------------------------------------------
-
-      def validate_connection(path, connection_class, pool, busy_timeout)
-        raise ArgumentError, "pass path: (embedded SQLite) or connection_class:, not both" if path && connection_class
-        raise ArgumentError, "pass path: (embedded SQLite) or connection_class:" if path.nil? && connection_class.nil?
-        return validate_embedded(path, pool, busy_timeout) if path
-
-        unless connection_class.is_a?(Class) && connection_class <= ActiveRecord::Base
-          raise ArgumentError, "connection_class must be ActiveRecord::Base or a subclass, not #{connection_class.inspect}"
-        end
-        raise ArgumentError, "pool applies to path: only; connection_class brings its own pool" if pool
-        raise ArgumentError, "busy_timeout applies to path: only; set the database's timeouts in its config" if busy_timeout
-      end
-
-      def validate_embedded(path, pool, busy_timeout)
-        raise ArgumentError, "path must be a non-empty String or Pathname" if path.to_s.empty?
-        raise ArgumentError, "pool must be a positive Integer" unless optional?(pool) { pool.is_a?(Integer) && pool.positive? }
-        unless optional?(busy_timeout) { busy_timeout.is_a?(Numeric) && busy_timeout.between?(0, MAX_BUSY_TIMEOUT) }
-          raise ArgumentError, "busy_timeout must be between 0 and #{MAX_BUSY_TIMEOUT} seconds"
-        end
-      end
-
-      def validate_limits(table_name, max_size, max_entries, max_age, max_value_size, batch, every)
-        raise ArgumentError, "table_name must be an SQL identifier of at most #{Schema::MAX_TABLE_NAME} characters, got #{table_name.inspect}" unless TABLE_NAME.match?(table_name.to_s)
-        raise ArgumentError, "max_size must be nil or a positive Integer (bytes)" unless optional?(max_size) { positive_integer?(max_size) }
-        raise ArgumentError, "max_entries must be nil or a positive Integer" unless optional?(max_entries) { positive_integer?(max_entries) }
-        unless optional?(max_age) { max_age.is_a?(Numeric) && max_age.positive? }
-          raise ArgumentError, "max_age must be nil or a positive number of seconds"
-        end
-        raise ArgumentError, "max_value_size must be a positive Integer (bytes)" unless positive_integer?(max_value_size)
-        unless batch.is_a?(Integer) && batch.between?(1, MAX_BATCH)
-          raise ArgumentError, "expiry_batch_size must be an Integer between 1 and #{MAX_BATCH}"
-        end
-        unless every.is_a?(Integer) && every.between?(1, batch)
-          raise ArgumentError, "expire_every must be an Integer between 1 and expiry_batch_size (#{batch}): " \
-            "a pass must be able to delete as many rows as were written since the last one"
-        end
-      end
-
-      def validate_seconds(name, value)
-        return if value.is_a?(Numeric) && value.real? && value.finite? && value.positive?
-
-        raise ArgumentError, "#{name} must be a positive number of seconds, got #{value.inspect}"
-      end
-
-      # True when value is nil (the option is off) or the block accepts it.
-      def optional?(value)
-        value.nil? || yield
-      end
-
-      def positive_integer?(value)
-        value.is_a?(Integer) && value.positive?
       end
     end
   end

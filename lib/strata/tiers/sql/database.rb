@@ -1,5 +1,8 @@
 # frozen_string_literal: true
 
+require "strata/errors"
+require "strata/resource_pool"
+
 module Strata
   module Tiers
     class SQL
@@ -192,7 +195,7 @@ module Strata
           raise translate(e, operation)
         rescue *native_errors => e
           raise translate(e, operation)
-        rescue ConnectionPool::TimeoutError => e
+        rescue ResourcePool::TimeoutError => e
           raise RetryableError.new("#{description} #{operation}: no free connection (#{e.message})", tier: :l3)
         end
 

@@ -5,8 +5,8 @@ module Strata
     class SQL
       # What differs between the databases the SQL tier runs on. Its upserts (ON CONFLICT ... DO
       # UPDATE ... WHERE, RETURNING) read the same on SQLite 3.35+ and PostgreSQL 9.5+. MySQL and
-      # MariaDB have neither, so Statements writes their set and adds another way (see
-      # #returning?); the rest of the SQL (IN lists, ranges, derived tables) is common to all.
+      # MariaDB have neither, so Statements writes their set and adds another way, and Writes runs
+      # them (see #returning?); the rest of the SQL (IN lists, ranges, derived tables) is common to all.
       module Dialect
         # The dialect for an Active Record adapter name; ArgumentError for a database the tier
         # does not speak.
@@ -35,6 +35,12 @@ module Strata
           # one statement each.
           def returning?
             true
+          end
+
+          # Whether a statement can notify a channel that a connection LISTENs on (PostgreSQL):
+          # the log's appends then wake the pollers (see Listener).
+          def notifications?
+            false
           end
 
           # Whether bind values must be written into the statement's text (see MySQL).
@@ -88,6 +94,10 @@ module Strata
 
           def placeholder(index)
             "$#{index}"
+          end
+
+          def notifications?
+            true
           end
 
           # The row proposed for insertion already drew the id sequence's next value.

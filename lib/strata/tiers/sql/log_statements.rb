@@ -63,10 +63,10 @@ module Strata
 
         def build_log(name, trim_batch)
           key = @dialect.quote("key")
-          # Binds: created_at (now, ms), tag_id or nil, key or nil. On PostgreSQL the statement
-          # also notifies the log's channel, so that LISTENing pollers wake at the commit.
+          # Binds: created_at (now, ms), tag_id or nil, key or nil. Where the dialect has
+          # notifications (PostgreSQL) the statement also notifies the log's channel, so that LISTENing pollers wake at the commit.
           insert = "INSERT INTO #{@log} (created_at, tag_id, #{key}) VALUES (#{bind(1)}, #{bind(2)}, #{bind(3)})"
-          @append = if @dialect.is_a?(Dialect::PostgreSQL)
+          @append = if @dialect.notifications?
             "WITH logged AS (#{insert} RETURNING id) SELECT COUNT(pg_notify('#{name}', '')) FROM logged"
           else
             insert

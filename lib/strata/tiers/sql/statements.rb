@@ -29,7 +29,7 @@ module Strata
         # An expiry pass counts the table exactly while its ids span at most EXACT_SPAN, or while
         # it holds at most EXACT_ROWS rows. Past both, it counts the newest EXACT_ROWS + 1 rows
         # exactly, and below them SAMPLE_WINDOWS windows of SAMPLE_WINDOW ids, one in each equal
-        # stretch of the remaining ids, scaled up (see SQL#table_totals). So a pass reads a
+        # stretch of the remaining ids, scaled up (see Sizing). So a pass reads a
         # bounded number of rows on a table of any size.
         # Rows a page of live_keys reads.
         KEYS_PAGE = 1_000

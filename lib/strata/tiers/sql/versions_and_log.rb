@@ -45,7 +45,7 @@ module Strata
         # A Listener on the log's channel (PostgreSQL), on a connection of its own that the caller
         # closes; nil on the other databases, which have no notifications.
         def log_listener
-          return nil unless @database.dialect.is_a?(Dialect::PostgreSQL)
+          return nil unless @database.dialect.notifications?
 
           Listener.new(connection_class.connection_db_config.configuration_hash, Schema.log_table(@table_name))
         rescue ActiveRecord::ActiveRecordError => e
