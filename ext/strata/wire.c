@@ -1,6 +1,7 @@
 /* wire.c - Strata::Meta::Wire; see wire.h for its state and invariants. */
 #include "wire.h"
 #include "byte_buffer.h"
+#include "ext_common.h"
 
 /* Ruby's headers are not -Wextra clean; relax warnings for them only. */
 #pragma GCC diagnostic push
@@ -131,7 +132,7 @@ static void wire_raise(const char *name, const char *fmt, ...)
     vsnprintf(message, sizeof message, fmt, args);
     va_end(args);
     snprintf(path, sizeof path, "Strata::Meta::Wire::%s", name);
-    rb_raise(rb_path2class(path), "%s", message);
+    rb_raise(strata_error_class(path), "%s", message);
 }
 
 static double monotonic_now(void)

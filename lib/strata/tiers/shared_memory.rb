@@ -57,7 +57,8 @@ module Strata
     # joining them first would take two and a fresh allocation.
     #
     # get, get_multi, get_with_cas, set, add, cas, delete, incr, decr, check_stamps, keys, cleanup,
-    # clear, stats, max_value_size, size, close and closed? are implemented in C (strata_ext.c).
+    # clear, stats, max_value_size, size, close and closed? are implemented in C
+    # (ext/strata/shared_memory_ext.c).
     class SharedMemory
       include Strata::Tier
 

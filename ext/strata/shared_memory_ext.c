@@ -1,0 +1,749 @@
+/*
+ * shared_memory_ext.c - Strata::Tiers::SharedMemory, the L1 table's Ruby binding: argument
+ * conversion, the GVL, and mapping strata_status to exceptions; see shared_memory_ext.h. No
+ * table logic lives here (table.h).
+ */
+#include "shared_memory_ext.h"
+#include "ext_common.h"
+#include "table.h"
+#include "stamp_check.h"
+#include "value_memo.h"
+
+/* Ruby's headers are not -Wextra clean; relax warnings for them only. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#pragma GCC diagnostic ignored "-Wsign-compare"
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+#include <ruby.h>
+#include <ruby/thread.h>
+#pragma GCC diagnostic pop
+
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------------------------------ */
+/* The Ruby object                                                                            */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef struct shm {
+    strata_table *t;
+    int users;  /* calls running without the GVL; close defers the unmap until they end */
+    int closed;
+    value_memo memo; /* large values already read, by key (value_memo.h) */
+} shm;
+
+/* Also drops the memo's entries that have lived through enough collections (value_memo.h). */
+static void shm_mark(void *p)
+{
+    value_memo_mark(&((shm *)p)->memo);
+}
+
+static void shm_free(void *p)
+{
+    shm *s = p;
+    if (s->t) strata_close(s->t);
+    value_memo_free(&s->memo);
+    xfree(s);
+}
+
+static size_t shm_memsize(const void *p)
+{
+    return sizeof(shm) + value_memo_memsize(&((const shm *)p)->memo);
+}
+
+static const rb_data_type_t shm_type = {
+    .wrap_struct_name = "Strata::Tiers::SharedMemory",
+    .function = {.dmark = shm_mark, .dfree = shm_free, .dsize = shm_memsize},
+    /* Not RUBY_TYPED_WB_PROTECTED, and it must stay so. The memo stores Strings into its slots
+     * with plain C stores (no RB_OBJ_WRITE): safe only because the GC treats an unprotected
+     * object as one that may point anywhere and marks it at every collection. The memo's aging
+     * (value_memo.h, BOUNDS) counts on that too: value_memo_mark must run at every collection,
+     * minor ones included, but an old protected object is marked by a minor one only when a
+     * write barrier has remembered it. Adding the flag would need RB_OBJ_WRITE at every store
+     * and another way to age the memo. */
+    .flags = RUBY_TYPED_FREE_IMMEDIATELY,
+};
+
+static VALUE shm_alloc(VALUE klass)
+{
+    shm *s;
+    return TypedData_Make_Struct(klass, shm, &shm_type, s);
+}
+
+/* The open table behind self; raises Strata::Error "closed" after close. */
+static shm *shm_open_handle(VALUE self)
+{
+    shm *s;
+    TypedData_Get_Struct(self, shm, &shm_type, s);
+    if (s->t == NULL || s->closed) {
+        rb_raise(strata_error_class("Strata::Error"), s->closed ? "closed" : "not opened");
+    }
+    return s;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Running without the GVL                                                                    */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef struct nogvl_call {
+    shm *s;
+    void *(*fn)(void *);
+    void *arg;
+} nogvl_call;
+
+static VALUE nogvl_body(VALUE p)
+{
+    nogvl_call *c = (nogvl_call *)p;
+    rb_thread_call_without_gvl(c->fn, c->arg, NULL, NULL);
+    return Qnil;
+}
+
+static VALUE nogvl_done(VALUE p)
+{
+    nogvl_call *c = (nogvl_call *)p;
+    if (c->s && --c->s->users == 0 && c->s->closed && c->s->t) {
+        strata_close(c->s->t);
+        c->s->t = NULL;
+    }
+    return Qnil;
+}
+
+/* Run fn(arg) without the GVL. The wait inside fn is bounded (lock_timeout, flock wait), so no
+ * unblock function is needed. An interrupt raised on return still lets close finish. */
+static void run_without_gvl(shm *s, void *(*fn)(void *), void *arg)
+{
+    nogvl_call c = {s, fn, arg};
+    if (s) s->users++;
+    rb_ensure(nogvl_body, (VALUE)&c, nogvl_done, (VALUE)&c);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Argument conversion                                                                        */
+/* ------------------------------------------------------------------------------------------ */
+
+/* Longer TTLs are capped here (about 31,000 years), so now + ttl never overflows. */
+#define TTL_MAX_SECONDS 1000000000000L
+
+/* nil or 0 = never; positive Integer or Float seconds, rounded up to whole milliseconds. */
+static uint64_t ttl_ms_of(VALUE ttl)
+{
+    if (NIL_P(ttl) || ttl == Qundef) return 0;
+    if (FIXNUM_P(ttl)) {
+        long secs = FIX2LONG(ttl);
+        if (secs < 0) rb_raise(rb_eArgError, "ttl must be >= 0");
+        return secs > TTL_MAX_SECONDS ? (uint64_t)TTL_MAX_SECONDS * 1000u : (uint64_t)secs * 1000u;
+    }
+    if (RB_INTEGER_TYPE_P(ttl)) { /* a Bignum */
+        if (RTEST(rb_funcall(ttl, '<', 1, INT2FIX(0)))) rb_raise(rb_eArgError, "ttl must be >= 0");
+        return (uint64_t)TTL_MAX_SECONDS * 1000u;
+    }
+    if (RB_FLOAT_TYPE_P(ttl)) {
+        double f = RFLOAT_VALUE(ttl);
+        if (isnan(f) || f < 0) rb_raise(rb_eArgError, "ttl must be >= 0");
+        if (f > (double)TTL_MAX_SECONDS) return (uint64_t)TTL_MAX_SECONDS * 1000u;
+        return (uint64_t)ceil(f * 1000.0);
+    }
+    rb_raise(rb_eTypeError, "ttl must be an Integer or Float, not %s", rb_obj_classname(ttl));
+    return 0;
+}
+
+static uint64_t u64_of(VALUE v, const char *name)
+{
+    if (!RB_INTEGER_TYPE_P(v)) rb_raise(rb_eTypeError, "%s must be an Integer", name);
+    /* The sign is read, not asked for: no Ruby method runs while a caller may hold a handle. */
+    if (FIXNUM_P(v) ? FIX2LONG(v) < 0 : RBIGNUM_NEGATIVE_P(v)) rb_raise(rb_eArgError, "%s must be >= 0", name);
+    return NUM2ULL(v);
+}
+
+/* The ttl: keyword, the only one set/add/cas take. */
+static uint64_t ttl_kw(VALUE opts)
+{
+    ID ids[1];
+    VALUE vals[1];
+    if (NIL_P(opts)) return 0;
+    ids[0] = rb_intern("ttl");
+    rb_get_kwargs(opts, ids, 0, 1, vals);
+    return ttl_ms_of(vals[0]);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Status to Ruby                                                                             */
+/* ------------------------------------------------------------------------------------------ */
+
+static void raise_write_error(shm *s, strata_status st, const strata_write_req *req)
+{
+    switch (st) {
+    case STRATA_TOO_LARGE:
+        rb_raise(strata_error_class("Strata::ValueTooLargeError"),
+                 "key + value are %zu bytes; max_value_size is %llu", req->key_len + req->head_len + req->value_len,
+                 (unsigned long long)strata_geometry_of(s->t)->max_value_size);
+    case STRATA_LOCK_TIMEOUT:
+    case STRATA_BUSY:
+        rb_raise(strata_error_class("Strata::RetryableError"), "%s", strata_strerror(STRATA_LOCK_TIMEOUT));
+    case STRATA_EINVAL:
+        rb_raise(rb_eArgError, "%s", strata_strerror(st));
+    default:
+        rb_raise(strata_error_class("Strata::TierError"), "%s", strata_strerror(st));
+    }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Writes                                                                                     */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef struct write_call {
+    strata_table *t;
+    strata_write_req *req;
+    strata_status st;
+} write_call;
+
+static void *write_blocking(void *p)
+{
+    write_call *w = p;
+    w->st = strata_write(w->t, w->req, 1);
+    return NULL;
+}
+
+/* Try the shard lock with the GVL held; if it is busy, copy key and value (the Ruby strings
+ * may change or move once the GVL is released) and wait for it without the GVL. */
+static strata_status shm_write(shm *s, strata_write_req *req)
+{
+    strata_status st = strata_write(s->t, req, 0);
+    VALUE tmp = 0;
+    char *copy;
+    write_call w;
+
+    if (st != STRATA_BUSY) return st;
+    copy = ALLOCV(tmp, req->key_len + req->head_len + req->value_len + 1);
+    memcpy(copy, req->key, req->key_len);
+    if (req->head_len) memcpy(copy + req->key_len, req->head, req->head_len);
+    if (req->value_len) memcpy(copy + req->key_len + req->head_len, req->value, req->value_len);
+    req->key = copy;
+    req->value = copy + req->key_len;
+    req->value_len += req->head_len;
+    req->head = NULL;
+    req->head_len = 0;
+    w.t = s->t;
+    w.req = req;
+    w.st = STRATA_BUSY;
+    run_without_gvl(s, write_blocking, &w);
+    ALLOCV_END(tmp);
+    return w.st;
+}
+
+/* set/add/cas: true when stored, false when not stored or the lock timed out. */
+static VALUE shm_store(VALUE self, strata_op op, VALUE key, VALUE value, uint64_t ttl_ms, uint64_t cas)
+{
+    shm *s = shm_open_handle(self);
+    strata_write_req req = {0};
+    strata_status st;
+
+    strata_check_key(key);
+    strata_value_into(value, &req);
+    req.op = op;
+    req.key = RSTRING_PTR(key);
+    req.key_len = (size_t)RSTRING_LEN(key);
+    req.ttl_ms = ttl_ms;
+    req.cas = cas;
+    st = shm_write(s, &req);
+    RB_GC_GUARD(key);
+    RB_GC_GUARD(value);
+    switch (st) {
+    case STRATA_OK:
+        return Qtrue;
+    case STRATA_NOT_STORED:
+    case STRATA_LOCK_TIMEOUT:
+    case STRATA_BUSY:
+        return Qfalse;
+    default:
+        raise_write_error(s, st, &req);
+        return Qnil;
+    }
+}
+
+/* set(key, bytes, ttl: nil) */
+static VALUE shm_set(int argc, VALUE *argv, VALUE self)
+{
+    VALUE key, value, opts;
+    rb_scan_args(argc, argv, "2:", &key, &value, &opts);
+    return shm_store(self, STRATA_OP_SET, key, value, ttl_kw(opts), 0);
+}
+
+/* add(key, bytes, ttl: nil) */
+static VALUE shm_add(int argc, VALUE *argv, VALUE self)
+{
+    VALUE key, value, opts;
+    rb_scan_args(argc, argv, "2:", &key, &value, &opts);
+    return shm_store(self, STRATA_OP_ADD, key, value, ttl_kw(opts), 0);
+}
+
+/* cas(key, bytes, token, ttl: nil) */
+static VALUE shm_cas(int argc, VALUE *argv, VALUE self)
+{
+    VALUE key, value, token, opts;
+    uint64_t ttl;
+    rb_scan_args(argc, argv, "3:", &key, &value, &token, &opts);
+    ttl = ttl_kw(opts);
+    return shm_store(self, STRATA_OP_CAS, key, value, ttl, u64_of(token, "token"));
+}
+
+/* delete(key): true if a live entry was removed. When the shard lock can't be taken the table
+ * fences the key (it reads as a miss) and answers as if it had removed it; see strata_write. */
+static VALUE shm_delete(VALUE self, VALUE key)
+{
+    shm *s = shm_open_handle(self);
+    strata_write_req req = {0};
+    strata_status st;
+
+    strata_check_key(key);
+    req.op = STRATA_OP_DELETE;
+    req.key = RSTRING_PTR(key);
+    req.key_len = (size_t)RSTRING_LEN(key);
+    st = shm_write(s, &req);
+    RB_GC_GUARD(key);
+    if (st == STRATA_OK) return Qtrue;
+    if (st == STRATA_NOT_FOUND) return Qfalse;
+    raise_write_error(s, st, &req);
+    return Qnil;
+}
+
+static VALUE shm_counter(int argc, VALUE *argv, VALUE self, strata_op op)
+{
+    shm *s;
+    VALUE key, amount, opts, kw[2];
+    ID ids[2];
+    strata_write_req req = {0};
+    strata_status st;
+
+    rb_scan_args(argc, argv, "11:", &key, &amount, &opts);
+    strata_check_key(key);
+    req.op = op;
+    req.key = RSTRING_PTR(key);
+    req.key_len = (size_t)RSTRING_LEN(key);
+    req.amount = NIL_P(amount) ? 1 : u64_of(amount, "amount");
+    if (!NIL_P(opts)) {
+        ids[0] = rb_intern("ttl");
+        ids[1] = rb_intern("initial");
+        rb_get_kwargs(opts, ids, 0, 2, kw);
+        req.ttl_ms = ttl_ms_of(kw[0]);
+        if (kw[1] != Qundef && !NIL_P(kw[1])) {
+            req.has_initial = 1;
+            req.initial = u64_of(kw[1], "initial");
+        }
+    }
+    s = shm_open_handle(self); /* after every argument conversion, which may run Ruby code */
+    st = shm_write(s, &req);
+    RB_GC_GUARD(key);
+    switch (st) {
+    case STRATA_OK:
+        return ULL2NUM(req.result);
+    case STRATA_NOT_FOUND:
+        return Qnil;
+    case STRATA_NOT_NUMBER:
+        rb_raise(rb_eArgError, "value of key %" PRIsVALUE " is not an unsigned decimal number", rb_inspect(key));
+    default:
+        raise_write_error(s, st, &req);
+        return Qnil;
+    }
+}
+
+/* incr(key, amount = 1, ttl: nil, initial: nil) */
+static VALUE shm_incr(int argc, VALUE *argv, VALUE self) { return shm_counter(argc, argv, self, STRATA_OP_INCR); }
+
+/* decr(key, amount = 1, ttl: nil, initial: nil) */
+static VALUE shm_decr(int argc, VALUE *argv, VALUE self) { return shm_counter(argc, argv, self, STRATA_OP_DECR); }
+
+/* ------------------------------------------------------------------------------------------ */
+/* Reads                                                                                      */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef struct read_sink {
+    shm *s;
+    VALUE key;
+    VALUE str;       /* the copy, once reserved */
+    VALUE held;      /* the memo's String when the last reserve answered STRATA_SINK_HAVE */
+    uint64_t version; /* of the item last offered */
+} read_sink;
+
+/* strata_sink.reserve: a large value the memo already holds at this version is not copied;
+ * anything else goes straight into a new binary Ruby string. */
+static void *sink_reserve(void *ctx, size_t len, uint64_t version)
+{
+    read_sink *r = ctx;
+    r->held = Qnil;
+    r->version = version;
+    if (value_memo_wants(&r->s->memo, len)) {
+        r->held = value_memo_find(&r->s->memo, RSTRING_PTR(r->key), (size_t)RSTRING_LEN(r->key), len, version);
+        if (!NIL_P(r->held)) return STRATA_SINK_HAVE;
+    }
+    if (NIL_P(r->str))
+        r->str = rb_str_new(NULL, (long)len);
+    else
+        rb_str_resize(r->str, (long)len);
+    return RSTRING_PTR(r->str);
+}
+
+/* The value under key as a new ASCII-8BIT String, or nil. A large value is a String sharing
+ * the memo's frozen buffer: no copy, and still the caller's to change. */
+static VALUE shm_read(shm *s, VALUE key, uint64_t *cas)
+{
+    read_sink r = {s, key, Qnil, Qnil, 0};
+    strata_sink sink = {sink_reserve, &r};
+    strata_status st;
+
+    strata_check_key(key);
+    st = strata_get(s->t, RSTRING_PTR(key), (size_t)RSTRING_LEN(key), &sink, cas);
+    RB_GC_GUARD(key);
+    if (st == STRATA_ENOMEM) rb_memerror();
+    if (st != STRATA_OK) return Qnil;
+    /* r.held and r.str are on this frame, so a collection that drops them from the memo
+     * (rb_str_dup allocates) leaves them alive. */
+    if (!NIL_P(r.held)) return rb_str_dup(r.held);
+    if (value_memo_wants(&s->memo, (size_t)RSTRING_LEN(r.str))) {
+        value_memo_store(&s->memo, RSTRING_PTR(key), (size_t)RSTRING_LEN(key), r.str, r.version);
+        return rb_str_dup(r.str);
+    }
+    return r.str;
+}
+
+/* get(key) */
+static VALUE shm_get(VALUE self, VALUE key) { return shm_read(shm_open_handle(self), key, NULL); }
+
+/* get_with_cas(key): [bytes, token] or nil */
+static VALUE shm_get_with_cas(VALUE self, VALUE key)
+{
+    uint64_t cas = 0;
+    VALUE v = shm_read(shm_open_handle(self), key, &cas);
+    return NIL_P(v) ? Qnil : rb_assoc_new(v, ULL2NUM(cas));
+}
+
+/* get_multi(keys): {key => bytes} for the keys found */
+static VALUE shm_get_multi(VALUE self, VALUE keys)
+{
+    VALUE found = rb_hash_new();
+    long n;
+
+    /* to_ary is the caller's code and may close the table: take the handle after it. */
+    keys = rb_convert_type(keys, T_ARRAY, "Array", "to_ary");
+    shm_open_handle(self);
+    n = RARRAY_LEN(keys);
+    /* Bound: at most n lookups. Storing a found key may run a String subclass's eql?, which
+     * may close the table (itself, or by letting another thread run) or change keys: so the
+     * handle is taken again for every key and keys' length is read again before each entry. */
+    for (long i = 0; i < n && i < RARRAY_LEN(keys); i++) {
+        VALUE key = RARRAY_AREF(keys, i);
+        VALUE v = shm_read(shm_open_handle(self), key, NULL);
+        if (!NIL_P(v)) rb_hash_aset(found, key, v);
+    }
+    return found;
+}
+
+/* check_stamps(bytes): true when every dependency stamp of the entry bytes equals the tag
+ * version this table holds, false when one differs, nil when some could not be settled here
+ * (stamp_check.h). No Ruby object is made and no Ruby code runs. */
+static VALUE shm_check_stamps(VALUE self, VALUE bytes)
+{
+    shm *s;
+    strata_stamps answer;
+
+    if (!RB_TYPE_P(bytes, T_STRING))
+        rb_raise(rb_eTypeError, "value must be a String, not %s", rb_obj_classname(bytes));
+    s = shm_open_handle(self);
+    answer = strata_entry_stamps_check(s->t, RSTRING_PTR(bytes), (size_t)RSTRING_LEN(bytes));
+    RB_GC_GUARD(bytes);
+    if (answer == STRATA_STAMPS_CURRENT) return Qtrue;
+    return answer == STRATA_STAMPS_STALE ? Qfalse : Qnil;
+}
+
+static void keys_each(void *ctx, const void *key, size_t len)
+{
+    rb_ary_push((VALUE)ctx, rb_str_new(key, (long)len));
+}
+
+/* keys: every live key, from a lock-free scan */
+static VALUE shm_keys(VALUE self)
+{
+    shm *s = shm_open_handle(self);
+    VALUE out = rb_ary_new();
+    strata_keys(s->t, keys_each, (void *)out);
+    return out;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Maintenance                                                                                */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef struct maint_call {
+    strata_table *t;
+    uint64_t removed;
+    strata_status st;
+} maint_call;
+
+static void *cleanup_blocking(void *p)
+{
+    maint_call *m = p;
+    m->st = strata_cleanup(m->t, &m->removed);
+    return NULL;
+}
+
+static void *clear_blocking(void *p)
+{
+    maint_call *m = p;
+    m->st = strata_clear(m->t);
+    return NULL;
+}
+
+/* cleanup: number of expired entries removed (shards whose lock timed out are skipped) */
+static VALUE shm_cleanup(VALUE self)
+{
+    shm *s = shm_open_handle(self);
+    maint_call m = {s->t, 0, STRATA_OK};
+    run_without_gvl(s, cleanup_blocking, &m);
+    return ULL2NUM(m.removed);
+}
+
+/* clear: true. strata_clear fences a shard it can't lock (it reads as empty) and so returns
+ * STRATA_OK; anything else would be a new failure of the table: a TierError. */
+static VALUE shm_clear(VALUE self)
+{
+    shm *s = shm_open_handle(self);
+    maint_call m = {s->t, 0, STRATA_OK};
+    run_without_gvl(s, clear_blocking, &m);
+    value_memo_clear(&s->memo);
+    if (m.st == STRATA_OK) return Qtrue;
+    rb_raise(strata_error_class("Strata::TierError"), "clear: %s", strata_strerror(m.st));
+    return Qnil;
+}
+
+typedef struct stats_call {
+    strata_table *t;
+    strata_stats st;
+} stats_call;
+
+static void *stats_blocking(void *p)
+{
+    stats_call *c = p;
+    strata_stats_get(c->t, &c->st);
+    return NULL;
+}
+
+static void hash_put(VALUE h, const char *name, uint64_t v) { rb_hash_aset(h, ID2SYM(rb_intern(name)), ULL2NUM(v)); }
+
+/* stats: this process's counters plus geometry and live entries (an O(slots) scan, run
+ * without the GVL) */
+static VALUE shm_stats(VALUE self)
+{
+    shm *s = shm_open_handle(self);
+    stats_call c;
+    strata_stats st;
+    VALUE h = rb_hash_new();
+
+    memset(&c, 0, sizeof c);
+    c.t = s->t;
+    run_without_gvl(s, stats_blocking, &c);
+    st = c.st;
+    hash_put(h, "hits", st.counters.hits);
+    hash_put(h, "misses", st.counters.misses);
+    hash_put(h, "sets", st.counters.sets);
+    hash_put(h, "deletes", st.counters.deletes);
+    hash_put(h, "evictions", st.counters.evictions);
+    hash_put(h, "expired", st.counters.expired);
+    hash_put(h, "lock_timeouts", st.counters.lock_timeouts);
+    hash_put(h, "too_large", st.counters.too_large);
+    hash_put(h, "owner_died_recoveries", st.counters.owner_died_recoveries);
+    hash_put(h, "torn_reads", st.counters.torn_reads);
+    hash_put(h, "size", st.geometry.size);
+    hash_put(h, "shards", st.geometry.shards);
+    hash_put(h, "segment_size", st.geometry.segment_size);
+    hash_put(h, "segments_per_shard", st.geometry.segments_per_shard);
+    hash_put(h, "slots", st.geometry.slots);
+    hash_put(h, "max_value_size", st.geometry.max_value_size);
+    hash_put(h, "entries", st.entries);
+    hash_put(h, "data_bytes", st.geometry.data_bytes);
+    hash_put(h, "memo_entries", s->memo.entries);
+    hash_put(h, "memo_bytes", s->memo.bytes);
+    hash_put(h, "memo_old_dropped_bytes", s->memo.old_dropped);
+    return h;
+}
+
+static VALUE shm_max_value_size(VALUE self)
+{
+    return ULL2NUM(strata_geometry_of(shm_open_handle(self)->t)->max_value_size);
+}
+
+static VALUE shm_size(VALUE self) { return ULL2NUM(strata_geometry_of(shm_open_handle(self)->t)->size); }
+
+/* close: idempotent */
+static VALUE shm_close(VALUE self)
+{
+    shm *s;
+    TypedData_Get_Struct(self, shm, &shm_type, s);
+    if (s->closed) return Qnil;
+    s->closed = 1;
+    value_memo_free(&s->memo);
+    if (s->users == 0 && s->t) {
+        strata_close(s->t);
+        s->t = NULL;
+    }
+    return Qnil;
+}
+
+static VALUE shm_closed_p(VALUE self)
+{
+    shm *s;
+    TypedData_Get_Struct(self, shm, &shm_type, s);
+    return s->closed ? Qtrue : Qfalse;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Open and test hooks                                                                        */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef struct open_call {
+    const char *path;
+    strata_options opts;
+    strata_table *t;
+    const char *reason;
+    int err;
+    strata_status st;
+} open_call;
+
+static void *open_blocking(void *p)
+{
+    open_call *o = p;
+    o->st = strata_open(o->path, &o->opts, &o->t, &o->reason, &o->err);
+    return NULL;
+}
+
+/* _open(path, size, shards, segment_size, slots, lock_timeout): the rebuild reason or nil.
+ * 0 means default for shards, segment_size and slots. */
+static VALUE shm_open(VALUE self, VALUE path, VALUE size, VALUE shards, VALUE segment_size, VALUE slots,
+                      VALUE lock_timeout)
+{
+    shm *s;
+    open_call o;
+    strata_geometry g;
+    const char *what = NULL;
+    strata_status st;
+    double timeout = NUM2DBL(lock_timeout);
+
+    TypedData_Get_Struct(self, shm, &shm_type, s);
+    if (s->t) rb_raise(strata_error_class("Strata::Error"), "already open");
+    FilePathValue(path);
+    memset(&o, 0, sizeof o);
+    o.path = StringValueCStr(path);
+    o.opts.size = NUM2ULL(size);
+    o.opts.shards = NUM2UINT(shards);
+    o.opts.segment_size = NUM2UINT(segment_size);
+    o.opts.slots = NUM2ULL(slots);
+    o.opts.lock_timeout_ns = (uint64_t)(timeout * 1e9);
+    st = strata_geometry_resolve(&o.opts, &g, &what);
+    if (st != STRATA_OK) rb_raise(rb_eArgError, "%s", what);
+
+    run_without_gvl(NULL, open_blocking, &o);
+    RB_GC_GUARD(path);
+    switch (o.st) {
+    case STRATA_OK:
+        s->t = o.t;
+        return o.reason ? rb_str_new_cstr(o.reason) : Qnil;
+    case STRATA_EUNSAFE:
+    case STRATA_EUNSAFE_DIR:
+        rb_raise(strata_error_class("Strata::UnsafeFileError"), "%s: %s", o.path, strata_strerror(o.st));
+    case STRATA_EIO:
+        rb_raise(strata_error_class("Strata::TierError"), "%s: %s (%s)", o.path, strata_strerror(o.st),
+                 strerror(o.err));
+    default:
+        rb_raise(strata_error_class("Strata::TierError"), "%s: %s", o.path, strata_strerror(o.st));
+    }
+    return Qnil;
+}
+
+/* _memo_size=(bytes): the value memo's budget (value_memo.h); empties it; 0 turns it off. */
+static VALUE shm_set_memo_size(VALUE self, VALUE bytes)
+{
+    shm *s = shm_open_handle(self);
+    value_memo_set_limit(&s->memo, (size_t)u64_of(bytes, "memo_size"));
+    return bytes;
+}
+
+static uint32_t shard_arg(shm *s, VALUE shard)
+{
+    long n = NUM2LONG(shard);
+    if (n < 0 || (uint64_t)n >= strata_geometry_of(s->t)->shards) rb_raise(rb_eArgError, "no shard %ld", n);
+    return (uint32_t)n;
+}
+
+/* TEST ONLY. The shard key hashes to. */
+static VALUE shm_shard_for(VALUE self, VALUE key)
+{
+    shm *s = shm_open_handle(self);
+    strata_check_key(key);
+    return UINT2NUM(strata_shard_for(s->t, RSTRING_PTR(key), (size_t)RSTRING_LEN(key)));
+}
+
+typedef struct hold_call {
+    strata_table *t;
+    uint32_t shard;
+    strata_status st;
+} hold_call;
+
+static void *hold_blocking(void *p)
+{
+    hold_call *h = p;
+    h->st = strata_lock_shard(h->t, h->shard, 1);
+    return NULL;
+}
+
+/* TEST ONLY. Take a shard's lock and return holding it (true), or false on timeout. */
+static VALUE shm_hold_shard_lock(VALUE self, VALUE shard)
+{
+    shm *s = shm_open_handle(self);
+    hold_call h = {s->t, shard_arg(s, shard), STRATA_OK};
+    run_without_gvl(s, hold_blocking, &h);
+    if (h.st == STRATA_OK) return Qtrue;
+    if (h.st == STRATA_LOCK_TIMEOUT) return Qfalse;
+    rb_raise(strata_error_class("Strata::TierError"), "%s", strata_strerror(h.st));
+    return Qnil;
+}
+
+/* TEST ONLY. Release a lock taken by _hold_shard_lock on this thread. */
+static VALUE shm_release_shard_lock(VALUE self, VALUE shard)
+{
+    shm *s = shm_open_handle(self);
+    if (strata_unlock_shard(s->t, shard_arg(s, shard)) != STRATA_OK)
+        rb_raise(strata_error_class("Strata::Error"), "shard %ld is not held by this thread", NUM2LONG(shard));
+    return Qtrue;
+}
+
+void strata_init_shared_memory(void)
+{
+    VALUE mStrata = rb_define_module("Strata");
+    VALUE mTiers = rb_define_module_under(mStrata, "Tiers");
+    VALUE c = rb_define_class_under(mTiers, "SharedMemory", rb_cObject);
+
+    rb_define_alloc_func(c, shm_alloc);
+    rb_define_private_method(c, "_open", shm_open, 6);
+    rb_define_method(c, "get", shm_get, 1);
+    rb_define_method(c, "get_multi", shm_get_multi, 1);
+    rb_define_method(c, "get_with_cas", shm_get_with_cas, 1);
+    rb_define_method(c, "set", shm_set, -1);
+    rb_define_method(c, "add", shm_add, -1);
+    rb_define_method(c, "cas", shm_cas, -1);
+    rb_define_method(c, "delete", shm_delete, 1);
+    rb_define_method(c, "incr", shm_incr, -1);
+    rb_define_method(c, "decr", shm_decr, -1);
+    rb_define_method(c, "check_stamps", shm_check_stamps, 1);
+    rb_define_method(c, "keys", shm_keys, 0);
+    rb_define_method(c, "cleanup", shm_cleanup, 0);
+    rb_define_method(c, "clear", shm_clear, 0);
+    rb_define_method(c, "stats", shm_stats, 0);
+    rb_define_method(c, "max_value_size", shm_max_value_size, 0);
+    rb_define_method(c, "size", shm_size, 0);
+    rb_define_method(c, "close", shm_close, 0);
+    rb_define_method(c, "closed?", shm_closed_p, 0);
+    rb_define_method(c, "_memo_size=", shm_set_memo_size, 1);
+    rb_define_method(c, "_shard_for", shm_shard_for, 1);
+    rb_define_method(c, "_hold_shard_lock", shm_hold_shard_lock, 1);
+    rb_define_method(c, "_release_shard_lock", shm_release_shard_lock, 1);
+}
