@@ -118,7 +118,7 @@ module Strata
         targets = Targets.new(results)
         @out.puts
         @out.print Report.new(results, case_names: cases.map(&:name), store_names: stores.map { |s| s::NAME },
-          skipped: skipped).render
+          skipped: skipped, rounds: timing.fetch(:rounds, Runner::ROUNDS)).render
         print_section(targets.render)
         sections = {targets: targets.to_json_section}
         sections.merge!(research(env, options, cases, stores, results, skipped, timing)) if options[:full]

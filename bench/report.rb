@@ -12,17 +12,18 @@ module Strata
     class Report
       # results: Result list; case_names and store_names: row and column order;
       # skipped: store name => reason, for stores that did not run at all.
-      def initialize(results, case_names:, store_names:, skipped: {})
+      def initialize(results, case_names:, store_names:, skipped: {}, rounds: Runner::ROUNDS)
         @cells = results.to_h { |r| [[r.case_name, r.store], r] }
         @results = results
         @case_names = case_names
         @store_names = store_names
         @skipped = skipped
+        @rounds = rounds
       end
 
       def render
         out = +""
-        out << "iterations per second (higher is better; the median of #{Runner::ROUNDS} alternating rounds, ± half their spread; get_multi_100 counts calls of 100 keys)\n"
+        out << "iterations per second (higher is better; the median of #{@rounds} alternating rounds, ± half their spread; get_multi_100 counts calls of 100 keys)\n"
         out << table(["case", *@store_names], @case_names.map { |c| [c, *@store_names.map { |s| ips_cell(c, s) }] })
         out << "\n" << floor_table if floor_ran?
         ratio_stores.each { |strata| out << "\n" << ratio_table(strata) }

@@ -19,7 +19,7 @@ module Strata
       # settling it first. QUICK is a smoke test: its figures are rough, and cells that allocate
       # 25 KiB per call can still be in the allocator's page-fault phase.
       # STANDARD is bin/bench's default, FULL its --full.
-      QUICK = {warmup: 0.15, time: 0.4, settle: 0.4}.freeze
+      QUICK = {warmup: 0.15, time: 0.4, settle: 0.4, rounds: 3}.freeze
       STANDARD = {warmup: 0.35, time: 1.05, settle: 1.0}.freeze
       FULL = {warmup: 1.0, time: 2.5, settle: 5.0}.freeze
       # Seven: the median then survives three rounds caught in a slow spell, and Targets has seven
