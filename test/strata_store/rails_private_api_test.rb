@@ -1,0 +1,80 @@
+# frozen_string_literal: true
+
+require_relative "store_case"
+
+# StrataStore reaches into Active Support's private cache API: it overrides the entry methods a
+# store implements, calls the helpers a store's fetch is built from, and prepends the local
+# cache strategy. None of that is public, so a Rails release may rename or reshape it. This test
+# names every reach and the shape Strata relies on, so that a change fails here, loudly and by
+# name, before it shows as a wrong value somewhere else.
+class StrataStoreRailsPrivateApiTest < Minitest::Test
+  STORE = ActiveSupport::Cache::Store
+  LOCAL_CACHE = ActiveSupport::Cache::Strategy::LocalCache
+
+  # The private methods of Store that StrataStore overrides or calls, with the parameters it
+  # passes or accepts ([kind, name] as Method#parameters gives them).
+  STORE_METHODS = {
+    read_entry: [%i[req key], %i[keyrest options]],
+    write_entry: [%i[req key], %i[req entry], %i[keyrest options]],
+    delete_entry: [%i[req key], %i[keyrest options]],
+    read_multi_entries: [%i[req names], %i[keyrest options]],
+    write_multi_entries: [%i[req hash], %i[keyrest options]],
+    delete_multi_entries: [%i[req entries], %i[keyrest options]],
+    serialize_entry: [%i[req entry], %i[keyrest options]],
+    deserialize_entry: [%i[req payload], [:keyrest]],
+    normalize_key: [%i[req key], %i[opt options]],
+    normalize_version: [%i[req key], %i[opt options]],
+    merged_options: [%i[req call_options]],
+    expanded_key: [%i[req key]],
+    key_matcher: [%i[req pattern], %i[req options]],
+    instrument: [%i[req operation], %i[req key], %i[opt options], %i[block block]],
+    _instrument: [%i[req operation], %i[key multi], %i[key options], %i[keyrest payload], %i[block block]]
+  }.freeze
+
+  # The local cache strategy's private methods StrataStore overrides or calls.
+  LOCAL_CACHE_METHODS = {
+    local_cache: [],
+    read_serialized_entry: [%i[req key], %i[key raw], %i[keyrest options]],
+    write_serialized_entry: [%i[req key], %i[req payload], [:keyrest]]
+  }.freeze
+
+  def test_the_store_methods_strata_overrides_or_calls_keep_their_shape
+    STORE_METHODS.each do |name, parameters|
+      assert STORE.private_method_defined?(name), "ActiveSupport::Cache::Store##{name} is gone or public"
+      assert_equal parameters, STORE.instance_method(name).parameters, "ActiveSupport::Cache::Store##{name} changed"
+    end
+  end
+
+  # StrataStore#save_block_result_to_cache takes both shapes: Rails 7.1's (name, options) and
+  # 7.2's (name, key, options), with the options last.
+  def test_save_block_result_to_cache_is_one_of_the_two_shapes_strata_takes
+    assert STORE.private_method_defined?(:save_block_result_to_cache)
+    parameters = STORE.instance_method(:save_block_result_to_cache).parameters
+    assert_includes [[%i[req name], %i[req options]], [%i[req name], %i[req key], %i[req options]]], parameters
+  end
+
+  def test_the_local_cache_methods_strata_overrides_or_calls_keep_their_shape
+    assert_includes ActiveSupport::Cache::StrataStore.ancestors, LOCAL_CACHE
+    LOCAL_CACHE_METHODS.each do |name, parameters|
+      assert LOCAL_CACHE.private_method_defined?(name), "Strategy::LocalCache##{name} is gone or public"
+      assert_equal parameters, LOCAL_CACHE.instance_method(name).parameters, "Strategy::LocalCache##{name} changed"
+    end
+  end
+
+  # Codec builds entries itself, and UnobservedReads hands a fetch block the options object the
+  # base fetch would.
+  def test_entries_write_options_and_deserialization_errors_are_what_strata_builds
+    parameters = ActiveSupport::Cache::Entry.instance_method(:initialize).parameters
+    %i[version expires_in expires_at].each do |keyword|
+      assert_includes parameters, [:key, keyword], "Entry.new no longer takes #{keyword}:"
+    end
+    entry = ActiveSupport::Cache::Entry.new("v", version: "1", expires_at: 1.0)
+    assert_equal ["v", "1", 1.0], [entry.value, entry.version, entry.expires_at]
+    refute entry.compressed?
+
+    options = ActiveSupport::Cache::WriteOptions.new({expires_in: 5})
+    options.expires_in = 7
+    assert_equal 7, options.expires_in
+    assert_operator ActiveSupport::Cache::DeserializationError, :<, StandardError
+  end
+end
