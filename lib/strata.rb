@@ -10,6 +10,13 @@ module Strata
   # Rack middleware and test helpers that report Ruby VM cache invalidations; loaded on first
   # use, so Strata runs without Rack.
   autoload :VMWatch, "strata/vm_watch"
+
+  class << self
+    # When true, every invalidate.strata event also carries the caller's location (:caller), to
+    # find which code invalidates what. Off by default: taking the location costs a backtrace.
+    attr_accessor :trace_invalidations
+  end
+  self.trace_invalidations = false
 end
 
 require "strata/version"

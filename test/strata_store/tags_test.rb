@@ -266,9 +266,18 @@ class StrataStoreTagsTest < Strata::StoreCase
 
   def test_invalidate_tags_emits_an_event_and_validates_its_arguments
     cache = layout_store(:l1)
-    events = capture_events("invalidate.strata") { cache.invalidate_tags("a", :b) }
+    events = capture_events("invalidate.strata") { cache.invalidate_tags("a", :b, "a") }
 
-    assert_equal [%w[a b]], events.map { |payload| payload[:tags] }
+    assert_equal [%w[a b a]], events.map { |payload| payload[:tags] }
+    assert_equal [2], events.map { |payload| payload[:versions] }, "the versions bumped: one per distinct tag"
+    assert_nil events.first[:caller], "no location unless Strata.trace_invalidations"
+    begin
+      Strata.trace_invalidations = true
+      traced = capture_events("invalidate.strata") { cache.invalidate_tags("a") }
+    ensure
+      Strata.trace_invalidations = false
+    end
+    assert_match(/#{Regexp.escape(__FILE__)}:\d+/o, traced.first[:caller], "the caller's location")
     assert_raises(ArgumentError) { cache.invalidate_tags }
     assert_raises(ArgumentError) { cache.invalidate_tags("") }
     assert_raises(ArgumentError) { cache.invalidate_tags(42) }

@@ -187,14 +187,18 @@ module ActiveSupport
       # or built by a fetch that read such an entry) misses from then on. In this process the
       # next read misses; in other processes sharing the L1 table too; on other hosts within
       # poll_interval where a poller runs, else coherence_interval (docs/coherence.md). One
-      # write per tier and tag, however many entries depend on it. Emits invalidate.strata with the tags. False when a tier could neither take
-      # a new version nor drop its old one (reported).
+      # write per tier and tag, however many entries depend on it. Emits invalidate.strata with
+      # tags:, versions: (how many were bumped: one per distinct tag), store: and, when
+      # Strata.trace_invalidations, caller: (the calling line). False when a tier could neither
+      # take a new version nor drop its old one (reported).
       def invalidate_tags(*tags)
         tags = tags.flatten
         raise ArgumentError, "invalidate_tags needs at least one tag" if tags.empty?
 
         ids = tag_ids(tags)
-        ActiveSupport::Notifications.instrument(INVALIDATE_EVENT, tags: tags.map(&:to_s), store: self.class.name) do
+        payload = {tags: tags.map(&:to_s), versions: ids.size, store: self.class.name}
+        payload[:caller] = caller_locations(1, 1).first.to_s if Strata.trace_invalidations
+        ActiveSupport::Notifications.instrument(INVALIDATE_EVENT, payload) do
           bumped = failsafe(false) { @stack.dependencies.bump(ids) }
           local_cache&.clear # it serves entries without their stamps checked
           bumped
