@@ -9,24 +9,29 @@ require "socket"
 require "yaml"
 require "active_support"
 require "active_support/cache/strata_store"
+require "support/child_processes"
 
 # exe/strata stats, run as a child process against a real L1 file, real memcached servers and
 # an SQLite file that a store wrote to first: the figures it prints are the ones written.
 class StatsCommandTest < Minitest::Test
   include Strata::TestSupport
+  include Strata::TestSupport::TrackedChildren
 
   ROOT = File.expand_path("../..", __dir__)
   EXE = File.join(ROOT, "exe", "strata")
   TABLE_SIZE = 4 << 20
+  DEADLINE = 30.0 # seconds for a child to finish
 
   def setup
     @dir = private_tmpdir
     @l1_path = File.join(@dir, "app.l1")
     @sqlite_path = File.join(@dir, "cache.sqlite3")
     @stores = []
+    @pids = []
   end
 
   def teardown
+    kill_tracked_children
     @stores.each(&:close)
     FileUtils.remove_entry(@dir) if @dir && File.exist?(@dir)
   end
@@ -45,6 +50,26 @@ class StatsCommandTest < Minitest::Test
     after = File.stat(@l1_path)
     assert_equal [before.ino, before.mtime], [after.ino, after.mtime], "the table was rebuilt"
     assert_equal "value 3", store.read("key-3")
+  end
+
+  # Two app processes, each with its own store on the same L1 file and SQLite file: the figures
+  # count both's writes.
+  def test_two_processes_writes_add_up
+    config = config_file("two.yml", l1: {path: @l1_path, size: TABLE_SIZE}, sql: {path: @sqlite_path})
+    pids = 2.times.map do |n|
+      fork_tracked do
+        store = ActiveSupport::Cache::StrataStore.new(l1: {path: @l1_path, size: TABLE_SIZE}, sql: {path: @sqlite_path})
+        written = 3.times.all? { |i| store.write("child-#{n}-#{i}", "value") }
+        store.close
+        written
+      end
+    end
+    assert_equal [0, 0], pids.map { |pid| reap_child(pid)&.exitstatus }
+    new_store(l1: {path: @l1_path, size: TABLE_SIZE}, sql: {path: @sqlite_path}).write("parent", "p")
+
+    figures = stats_json("--config", config)
+
+    assert_equal [7, 7], [figures[:l1][:entries], figures[:sql][:rows]]
   end
 
   def test_a_yaml_config_shows_memcached_servers_and_the_sql_table
