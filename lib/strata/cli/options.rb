@@ -15,7 +15,7 @@ module Strata
         @json = false
         @watch = false
         @count = nil
-        @interval = 1.0
+        @interval = nil
         @config = nil
         rest = parser.parse(argv)
         raise OptionParser::InvalidArgument, "give --config FILE or PATH, not both" if @config && rest.any?
@@ -23,10 +23,6 @@ module Strata
         raise OptionParser::MissingArgument, "--config FILE or PATH" unless @config || rest.first
 
         @path = rest.first
-      end
-
-      def help
-        parser.help
       end
 
       private

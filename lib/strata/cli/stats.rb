@@ -22,7 +22,7 @@ module Strata
       def self.run(argv, out: $stdout, err: $stderr)
         options = Options.new(argv)
         config = options.config ? Config.from_file(options.config) : Config.from_path(options.path)
-        new(config, out: out, interval: options.interval).run(watch: options.watch, count: options.count, json: options.json)
+        new(config, out: out, interval: options.interval || INTERVAL).run(watch: options.watch, count: options.count, json: options.json)
         0
       rescue OptionParser::ParseError => e
         err.puts("strata stats: #{e.message}", Options::USAGE)
@@ -33,7 +33,6 @@ module Strata
       end
 
       def initialize(config, out:, interval: INTERVAL)
-        @config = config
         @out = out
         @interval = interval
         @l1 = config.l1_path && L1Table.new(config.l1_path)
