@@ -12,9 +12,11 @@ Gem::Specification.new do |spec|
   spec.license = "MIT"
   spec.required_ruby_version = ">= 3.1"
 
-  spec.files = Dir["lib/**/*.{rb,tt}", "ext/**/*.{c,h,rb}", "docs/*.md", "README.md", "CHANGELOG.md", "LICENSE"]
+  spec.files = Dir["lib/**/*.{rb,tt}", "exe/*", "ext/**/*.{c,h,rb}", "docs/*.md", "README.md", "CHANGELOG.md", "LICENSE"]
   spec.extensions = ["ext/strata/extconf.rb"]
   spec.require_paths = ["lib"]
+  spec.bindir = "exe"
+  spec.executables = ["strata"]
 
   # No homepage, source or changelog URI: the repository has no public address yet, and RubyGems
   # takes only URLs there. The changelog ships in the gem (CHANGELOG.md).

@@ -1,0 +1,55 @@
+# frozen_string_literal: true
+
+require "yaml"
+
+module Strata
+  module CLI
+    # Which tiers to look at: the store's options (the hash given to config.cache_store after
+    # :strata_store) read from a file, or an L1 table file alone.
+    #
+    # A .rb file is evaluated and must return that Hash; any other file is read as YAML (symbol
+    # keys accepted). For the SQL tier, sql: {url: "postgres://..."} names a database by URL
+    # besides the store's path: and connection_class: (the latter only from a Ruby file). L1 is
+    # looked at where the store would have one: l1: given, or neither memcached: nor sql:; its
+    # path defaults to SharedMemory.default_path(namespace) as the store's does.
+    class Config
+      attr_reader :l1_path, :memcached, :sql
+
+      def self.from_file(file)
+        options = if File.extname(file) == ".rb"
+          Object.new.instance_eval(File.read(file), file)
+        else
+          YAML.safe_load_file(file, permitted_classes: [Symbol], symbolize_names: true)
+        end
+        raise ArgumentError, "#{file}: expected a Hash of store options, got #{options.class}" unless options.is_a?(Hash)
+
+        new(**options.transform_keys(&:to_sym).slice(:l1, :memcached, :sql, :namespace))
+      end
+
+      def self.from_path(path)
+        new(l1: {path: path})
+      end
+
+      def initialize(l1: nil, memcached: nil, sql: nil, namespace: nil)
+        @memcached = memcached && symbolized(memcached, :memcached)
+        @sql = sql && symbolized(sql, :sql)
+        @l1_path = l1_path_for(l1 && symbolized(l1, :l1), namespace) if l1 || !(memcached || sql)
+      end
+
+      private
+
+      def symbolized(hash, name)
+        raise ArgumentError, "#{name}: must be a Hash of options" unless hash.is_a?(Hash)
+
+        hash.transform_keys(&:to_sym)
+      end
+
+      def l1_path_for(l1, namespace)
+        return l1[:path].to_s if l1&.dig(:path)
+
+        app = (namespace.is_a?(String) || namespace.is_a?(Symbol)) ? namespace.to_s : "app"
+        Strata::Tiers::SharedMemory.default_path(app)
+      end
+    end
+  end
+end

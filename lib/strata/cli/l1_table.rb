@@ -1,0 +1,144 @@
+# frozen_string_literal: true
+
+require "time"
+require "strata/tiers/shared_memory"
+
+module Strata
+  module CLI
+    # The L1 table file as the app left it: its header read with File#pread, then the file
+    # opened through Tiers::SharedMemory with the geometry the header gives, so that opening it
+    # never rebuilds it.
+    #
+    # SharedMemory.new rebuilds a file whose header does not match what it is asked for (or that
+    # is unfinished, or from another boot). So the header is checked here first against what
+    # strata_open checks (table.c, file_validate), as far as Ruby can see it: magic number,
+    # layout version, state READY, the file's size, a creation time after this boot, and the
+    # geometry that the options passed will resolve to. A file that fails any of these is
+    # reported and left closed. Not checked here (the C side does, and would rebuild): the
+    # struct-size fingerprint and the header checksum, which only a file written by another
+    # build or damaged in place fails.
+    class L1Table
+      # "STRATAL1" as a little-endian u64; the layout version this build writes (table.c).
+      MAGIC = 0x314C415441525453
+      LAYOUT_VERSION = 3
+      STATE_READY = 2
+      # struct file_header (table.h, LAYOUT): the fields up to the header check.
+      HEADER = "Q<L<L<Q<Q<L<L<L<L<Q<Q<Q<Q<L<L<Q<Q<Q<"
+      HEADER_BYTES = 4096
+      FIELDS = %i[magic version state fingerprint file_size shards buckets_per_shard segments_per_shard
+        segment_size ctl_offset index_offset data_offset seed creator_uid creator_pid created_ms boot_id check].freeze
+      # table.h: slots per 64-byte bucket, data bytes per slot by default, a shard's control block.
+      SLOTS_PER_BUCKET = 7
+      DATA_PER_SLOT = 96
+      BUCKET_BYTES = 64
+      CTL_BYTES = 128
+
+      # Why a file can't be opened without being changed.
+      class Refused < StandardError; end
+
+      attr_reader :path
+
+      def initialize(path)
+        @path = File.expand_path(path)
+      end
+
+      # Geometry and live entries; raises Refused, or Strata::Error from the open.
+      def stats
+        header = read_header
+        slots = resolved_slots(header)
+        table = Strata::Tiers::SharedMemory.new(path: @path, size: header[:file_size], shards: header[:shards],
+          segment_size: header[:segment_size], slots: slots, memo_size: 0)
+        begin
+          figures(table.stats, header)
+        ensure
+          table.close
+        end
+      end
+
+      private
+
+      def read_header
+        raise Refused, "#{@path}: no such file" unless File.file?(@path)
+
+        bytes = File.open(@path, "rb") { |f| f.pread(HEADER_BYTES, 0) }
+        raise Refused, "#{@path}: not a Strata L1 table (too short)" if bytes.bytesize < HEADER_BYTES
+
+        header = FIELDS.zip(bytes.unpack(HEADER)).to_h
+        check_header(header)
+        header
+      end
+
+      def check_header(header)
+        raise Refused, "#{@path}: not a Strata L1 table (wrong magic number)" unless header[:magic] == MAGIC
+        raise Refused, "#{@path}: layout version #{header[:version]}, this build reads #{LAYOUT_VERSION}" unless header[:version] == LAYOUT_VERSION
+        raise Refused, "#{@path}: not finished building (state #{header[:state]})" unless header[:state] == STATE_READY
+        raise Refused, "#{@path}: header says #{header[:file_size]} bytes, the file has #{File.size(@path)}" unless header[:file_size] == File.size(@path)
+
+        boot = boot_time
+        return unless boot && header[:created_ms] < boot * 1000
+
+        raise Refused, "#{@path}: built before the last reboot (the app's next open rebuilds it)"
+      end
+
+      # The slots option that makes SharedMemory resolve exactly the header's geometry: the
+      # explicit count when that lays the file out the same, else 0 (the default) when that does
+      # (strata_geometry_resolve, table.c). Anything else would rebuild the file.
+      def resolved_slots(header)
+        explicit = header[:shards] * header[:buckets_per_shard] * SLOTS_PER_BUCKET
+        return explicit if layout(explicit_layout(header)) == layout(header)
+        return nil if layout(default_layout(header)) == layout(header)
+
+        raise Refused, "#{@path}: its geometry is not one this build resolves to; opening it would rebuild it"
+      end
+
+      def layout(geometry)
+        geometry.values_at(:buckets_per_shard, :segments_per_shard, :index_offset, :data_offset)
+      end
+
+      def explicit_layout(header)
+        shards, buckets, seg = header.values_at(:shards, :buckets_per_shard, :segment_size)
+        index = round_up(shards * buckets * BUCKET_BYTES)
+        {buckets_per_shard: buckets, segments_per_shard: (available(header) - index) / shards / seg,
+         index_offset: index_offset(header), data_offset: index_offset(header) + index}
+      end
+
+      def default_layout(header)
+        shards, seg = header.values_at(:shards, :segment_size)
+        avail = available(header)
+        per_data = avail / shards * (SLOTS_PER_BUCKET * DATA_PER_SLOT) / (SLOTS_PER_BUCKET * DATA_PER_SLOT + BUCKET_BYTES)
+        segs = per_data / seg
+        buckets = (avail - shards * segs * seg) / 4096 * 4096 / (shards * BUCKET_BYTES)
+        {buckets_per_shard: buckets, segments_per_shard: segs, index_offset: index_offset(header),
+         data_offset: index_offset(header) + round_up(shards * buckets * BUCKET_BYTES)}
+      end
+
+      def index_offset(header)
+        HEADER_BYTES + round_up(header[:shards] * CTL_BYTES)
+      end
+
+      def available(header)
+        header[:file_size] - index_offset(header)
+      end
+
+      def round_up(bytes)
+        (bytes + 4095) / 4096 * 4096
+      end
+
+      # Seconds since the epoch at this boot (btime in /proc/stat), or nil where unreadable.
+      def boot_time
+        line = File.foreach("/proc/stat").find { |l| l.start_with?("btime ") }
+        line && Integer(line.split[1], 10)
+      rescue SystemCallError
+        nil
+      end
+
+      # Only the figures that are the table's: SharedMemory#stats's counters (hits, misses, sets,
+      # evictions, ...) and memo figures are this process's, zero here.
+      def figures(stats, header)
+        geometry = stats.slice(:size, :shards, :segment_size, :segments_per_shard, :slots, :data_bytes, :max_value_size)
+        geometry.merge(path: @path, entries: stats[:entries], slot_fill: stats[:entries].fdiv(stats[:slots]).round(6),
+          created_at: Time.at(header[:created_ms] / 1000, header[:created_ms] % 1000, :millisecond).utc.iso8601, creator_pid: header[:creator_pid])
+      end
+    end
+  end
+end

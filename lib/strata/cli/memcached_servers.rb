@@ -1,0 +1,57 @@
+# frozen_string_literal: true
+
+require "socket"
+
+module Strata
+  module CLI
+    # Each memcached server's own figures, from its text-protocol `stats` command on a
+    # connection of our own: up (with the figures) or unreachable (with why). The client's view
+    # of an outage (down since, recovery log) lives in each app process and is not seen here.
+    class MemcachedServers
+      FIGURES = %w[curr_items bytes limit_maxbytes get_hits get_misses evictions curr_connections uptime].freeze
+      # Seconds to connect and for each reply line; the stats reply has about 80 lines.
+      TIMEOUT = 1
+      MAX_LINES = 256
+
+      def initialize(servers, timeout: TIMEOUT)
+        raise ArgumentError, "memcached: servers must be a non-empty Array of \"host:port\"" unless servers.is_a?(Array) && servers.any?
+
+        @servers = servers.map(&:to_s)
+        @timeout = timeout
+      end
+
+      # [{server:, state: "up", curr_items:, ...} or {server:, state: "unreachable", error:}]
+      def stats
+        @servers.map { |server| server_stats(server) }
+      end
+
+      private
+
+      def server_stats(server)
+        host, port = server.split(":", 3)
+        figures = Socket.tcp(host, Integer(port || 11_211, 10), connect_timeout: @timeout) { |socket| read_stats(socket) }
+        {server: "#{host}:#{port}", state: "up", version: figures["version"]}
+          .merge(FIGURES.to_h { |name| [name.to_sym, figures[name]&.then { |v| Integer(v, 10) }] })
+      rescue SystemCallError, IOError, SocketError, ArgumentError => e
+        {server: server, state: "unreachable", error: "#{e.class}: #{e.message}"}
+      end
+
+      def read_stats(socket)
+        socket.write("stats\r\n")
+        figures = {}
+        MAX_LINES.times do
+          raise IOError, "no reply within #{@timeout} s" unless socket.wait_readable(@timeout)
+
+          line = socket.gets&.chomp
+          raise IOError, "connection closed" unless line
+          return figures if line == "END"
+          raise IOError, "stats: #{line}" unless line.start_with?("STAT ")
+
+          _, name, value = line.split(" ", 3)
+          figures[name] = value
+        end
+        raise IOError, "stats not ended by END"
+      end
+    end
+  end
+end

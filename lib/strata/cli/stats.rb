@@ -1,0 +1,89 @@
+# frozen_string_literal: true
+
+require "json"
+require "time"
+require "strata"
+require "strata/cli/options"
+require "strata/cli/config"
+require "strata/cli/l1_table"
+require "strata/cli/memcached_servers"
+require "strata/cli/sql_table"
+require "strata/cli/text_report"
+
+module Strata
+  module CLI
+    # `strata stats`: a host's cache figures read from outside the app (docs/operations.md).
+    # Each refresh asks every configured tier afresh; a tier that can't be read shows its error
+    # in its place and the others are still shown.
+    class Stats
+      INTERVAL = 1 # seconds between refreshes with --watch
+
+      # Exit status: 0 after printing, 1 for a config file that can't be used, 2 for bad usage.
+      def self.run(argv, out: $stdout, err: $stderr)
+        options = Options.new(argv)
+        config = options.config ? Config.from_file(options.config) : Config.from_path(options.path)
+        new(config, out: out, interval: options.interval || INTERVAL).run(watch: options.watch, count: options.count, json: options.json)
+        0
+      rescue OptionParser::ParseError => e
+        err.puts("strata stats: #{e.message}", Options::USAGE)
+        2
+      rescue StandardError, ScriptError => e # a config file that fails to load or names bad options
+        err.puts("strata stats: #{e.class}: #{e.message}")
+        1
+      end
+
+      def initialize(config, out:, interval: INTERVAL)
+        @out = out
+        @interval = interval
+        @l1 = config.l1_path && L1Table.new(config.l1_path)
+        @memcached = config.memcached && MemcachedServers.new(config.memcached[:servers])
+        @sql = config.sql && SQLTable.new(config.sql)
+      end
+
+      # Prints one snapshot, or with watch: one per interval until count of them (nil: until
+      # interrupted).
+      def run(watch:, count:, json:)
+        printed = 0
+        loop do
+          print_snapshot(json, watch)
+          printed += 1
+          break if !watch || (count && printed >= count)
+
+          sleep(@interval)
+        end
+      rescue Interrupt
+        nil
+      ensure
+        @sql&.close
+      end
+
+      # {time:, l1: {...}, memcached: [{...}, ...], sql: {...}}, a key per configured tier.
+      def snapshot
+        result = {time: Time.now.utc.iso8601}
+        result[:l1] = guarded(path: @l1.path) { @l1.stats } if @l1
+        result[:memcached] = @memcached.stats if @memcached
+        result[:sql] = guarded(source: @sql.source) { @sql.stats } if @sql
+        result
+      end
+
+      private
+
+      def print_snapshot(json, watch)
+        figures = snapshot
+        if json
+          @out.puts(JSON.generate(figures))
+        else
+          @out.print("\e[H\e[2J") if watch && @out.tty?
+          @out.print(TextReport.new(figures).to_s)
+        end
+        @out.flush
+      end
+
+      def guarded(context)
+        yield
+      rescue => e # whatever stops one tier from answering is shown in its place
+        context.merge(error: e.is_a?(L1Table::Refused) ? e.message : "#{e.class}: #{e.message}")
+      end
+    end
+  end
+end

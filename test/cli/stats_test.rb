@@ -1,0 +1,171 @@
+# frozen_string_literal: true
+
+require "test_helper"
+require "json"
+require "open3"
+require "rbconfig"
+require "securerandom"
+require "socket"
+require "yaml"
+require "active_support"
+require "active_support/cache/strata_store"
+require "support/child_processes"
+
+# exe/strata stats, run as a child process against a real L1 file, real memcached servers and
+# an SQLite file that a store wrote to first: the figures it prints are the ones written.
+class StatsCommandTest < Minitest::Test
+  include Strata::TestSupport
+  include Strata::TestSupport::TrackedChildren
+
+  ROOT = File.expand_path("../..", __dir__)
+  EXE = File.join(ROOT, "exe", "strata")
+  TABLE_SIZE = 4 << 20
+  DEADLINE = 30.0 # seconds for a child to finish
+
+  def setup
+    @dir = private_tmpdir
+    @l1_path = File.join(@dir, "app.l1")
+    @sqlite_path = File.join(@dir, "cache.sqlite3")
+    @stores = []
+    @pids = []
+  end
+
+  def teardown
+    kill_tracked_children
+    @stores.each(&:close)
+    FileUtils.remove_entry(@dir) if @dir && File.exist?(@dir)
+  end
+
+  def test_an_l1_file_shows_its_geometry_and_the_entries_a_store_wrote
+    store = new_store(l1: {path: @l1_path, size: TABLE_SIZE})
+    4.times { |i| store.write("key-#{i}", "value #{i}") }
+    before = File.stat(@l1_path)
+
+    l1 = stats_json(@l1_path)[:l1]
+
+    assert_equal 4, l1[:entries]
+    assert_equal TABLE_SIZE, l1[:size]
+    assert_equal [@l1_path, 8, 65_536], l1.values_at(:path, :shards, :segment_size)
+    assert_in_delta 4.0 / l1[:slots], l1[:slot_fill], 0.0001
+    after = File.stat(@l1_path)
+    assert_equal [before.ino, before.mtime], [after.ino, after.mtime], "the table was rebuilt"
+    assert_equal "value 3", store.read("key-3")
+  end
+
+  # Two app processes, each with its own store on the same L1 file and SQLite file: the figures
+  # count both's writes.
+  def test_two_processes_writes_add_up
+    config = config_file("two.yml", l1: {path: @l1_path, size: TABLE_SIZE}, sql: {path: @sqlite_path})
+    pids = 2.times.map do |n|
+      fork_tracked do
+        store = ActiveSupport::Cache::StrataStore.new(l1: {path: @l1_path, size: TABLE_SIZE}, sql: {path: @sqlite_path})
+        written = 3.times.all? { |i| store.write("child-#{n}-#{i}", "value") }
+        store.close
+        written
+      end
+    end
+    assert_equal [0, 0], pids.map { |pid| reap_child(pid)&.exitstatus }
+    new_store(l1: {path: @l1_path, size: TABLE_SIZE}, sql: {path: @sqlite_path}).write("parent", "p")
+
+    figures = stats_json("--config", config)
+
+    assert_equal [7, 7], [figures[:l1][:entries], figures[:sql][:rows]]
+  end
+
+  def test_a_yaml_config_shows_memcached_servers_and_the_sql_table
+    servers = memcached_servers
+    down = closed_port_server
+    store = new_store(memcached: {servers: servers}, sql: {path: @sqlite_path})
+    store.write("probe", "x") # the client's feature probe happens before the baseline
+    baseline = stats_json("--config", config_file("stores.yml", memcached: {servers: servers}, sql: {path: @sqlite_path}))
+    5.times { |i| store.write("yaml-#{i}", "value #{i}") }
+    store.delete("yaml-0")
+    config = config_file("store.yml", memcached: {servers: servers + [down]}, sql: {path: @sqlite_path})
+
+    figures = stats_json("--config", config)
+
+    refute figures.key?(:l1), "a store with memcached and SQL has no L1 unless l1: is given"
+    up = figures[:memcached].first(servers.size)
+    assert_equal ["up"] * servers.size, up.map { |server| server[:state] }
+    assert_equal 4, up.sum { |server| server[:curr_items] } - baseline[:memcached].sum { |server| server[:curr_items] }
+    assert_equal [down, "unreachable"], figures[:memcached].last.values_at(:server, :state)
+    sql = figures[:sql]
+    assert_equal [6, 1, 0, 0, 0], sql.values_at(:rows, :tombstones, :log_rows, :log_head, :versions_rows)
+    assert_equal "sqlite3:#{@sqlite_path}", sql[:source]
+    assert_operator sql[:bytes], :>, 0
+  end
+
+  def test_a_ruby_config_prints_a_table
+    store = new_store(l1: {path: @l1_path, size: TABLE_SIZE}, sql: {path: @sqlite_path})
+    3.times { |i| store.write("rb-#{i}", "value #{i}") }
+    config = File.join(@dir, "cache.rb")
+    File.write(config, "{l1: {path: #{@l1_path.dump}, size: #{TABLE_SIZE}}, sql: {path: #{@sqlite_path.dump}}}\n")
+
+    out, err, status = run_stats("--config", config)
+
+    assert status.success?, err
+    l1_line = out.lines.find { |line| line.start_with?("l1 ") }
+    l3_line = out.lines.find { |line| line.start_with?("l3 ") }
+    assert_match(/\bentries=3 slots=\d+/, l1_line)
+    assert_match(/\brows=3 bytes=\d+ tombstones=0 /, l3_line)
+  end
+
+  def test_watch_refreshes_count_times
+    new_store(l1: {path: @l1_path, size: TABLE_SIZE}).write("w", "1")
+
+    out, err, status = run_stats("--watch", "--count", "3", "--interval", "0", "--json", @l1_path)
+
+    assert status.success?, err
+    snapshots = out.lines.map { |line| JSON.parse(line, symbolize_names: true) }
+    assert_equal [1, 1, 1], snapshots.map { |snapshot| snapshot[:l1][:entries] }
+  end
+
+  def test_a_file_that_is_not_a_table_is_reported_and_left_alone
+    File.write(@l1_path, "not a table")
+
+    l1 = stats_json(@l1_path)[:l1]
+
+    assert_match(/not a Strata L1 table/, l1[:error])
+    assert_equal "not a table", File.read(@l1_path)
+  end
+
+  def test_bad_usage_exits_2
+    _out, err, status = run_stats("--config", "x.yml", @l1_path)
+
+    assert_equal 2, status.exitstatus
+    assert_match(/not both/, err)
+  end
+
+  private
+
+  def new_store(**options)
+    # A namespace of its own: memcached keeps the keys of earlier runs.
+    store = ActiveSupport::Cache::StrataStore.new(namespace: "stats-#{SecureRandom.hex(4)}", **options)
+    @stores << store
+    store
+  end
+
+  def config_file(name, options)
+    path = File.join(@dir, name)
+    File.write(path, YAML.dump(JSON.parse(JSON.generate(options))))
+    path
+  end
+
+  # A loopback port nothing listens on.
+  def closed_port_server
+    server = TCPServer.new("127.0.0.1", 0)
+    "127.0.0.1:#{server.addr[1]}"
+  ensure
+    server&.close
+  end
+
+  def stats_json(*args)
+    out, err, status = run_stats("--json", *args)
+    assert status.success?, err
+    JSON.parse(out, symbolize_names: true)
+  end
+
+  def run_stats(*args)
+    Open3.capture3(RbConfig.ruby, "-rbundler/setup", "-I", File.join(ROOT, "lib"), EXE, "stats", *args)
+  end
+end
