@@ -139,6 +139,21 @@ module Strata
           end
         end
 
+        # L1 alone, the entry and the fetch carrying four dependency tags: the hit checks four
+        # stamps (docs/coherence.md). Against fetch_hit_l1, what tags cost a hit.
+        class FetchHitL1Tagged < FetchHitL1
+          TAGS = %w[instructions:a instructions:b instructions:c instructions:d].freeze
+
+          def initialize(env, name)
+            super
+            @target.write(@key, VALUE, tags: TAGS)
+          end
+
+          def call
+            @target.fetch(@key, tags: TAGS) { raise "#{@key} missed" }
+          end
+        end
+
         # All three tiers.
         class FetchHitFull < FetchHit
           def tiers
@@ -153,6 +168,7 @@ module Strata
           "memcached_get" => MemcachedGet,
           "memcached_set" => MemcachedSet,
           "fetch_hit_l1" => FetchHitL1,
+          "fetch_hit_l1_tagged" => FetchHitL1Tagged,
           "fetch_hit_l1_sql" => FetchHitL1SQL,
           "fetch_hit_memcached" => FetchHitMemcached,
           "fetch_hit_l1_memcached_sql" => FetchHitFull
