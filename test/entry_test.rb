@@ -29,6 +29,17 @@ class EntryTest < Minitest::Test
     assert_equal "", Entry.plain_string(Entry.encode("", flags: Entry::BINARY))
   end
 
+  def test_a_stamped_bare_string_is_read_after_its_stamps
+    bytes = Entry.encode("caf\u00e9", flags: Entry::UTF8, stamps: [[1, 2], [3, 4]])
+    assert_equal "caf\u00e9", Entry.plain_stamped_string(bytes)
+    assert_equal Encoding::UTF_8, Entry.plain_stamped_string(bytes).encoding
+    assert_nil Entry.plain_stamped_string(Entry.encode("v", flags: Entry::UTF8)), "not stamped: plain_string's"
+    assert_nil Entry.plain_stamped_string(Entry.encode("v", flags: Entry::UTF8, stamps: [[1, 2]], expires_at: 1))
+    assert_nil Entry.plain_stamped_string(Entry.encode("v", flags: Entry::UTF8, stamps: [[1, 2]], version: "1"))
+    assert_nil Entry.plain_stamped_string(Entry.encode("v", flags: Entry::SERIALIZED, stamps: [[1, 2]]))
+    assert_nil Entry.plain_stamped_string(bytes.byteslice(0, Entry::HEADER_BYTES + 16)), "stamps past the end"
+  end
+
   def test_everything_but_a_bare_string_that_never_expires_is_left_to_decode
     others = [
       Entry.encode("v", flags: Entry::UTF8, expires_at: 1),

@@ -69,6 +69,10 @@ module Strata
 
     # The encoding of a bare String payload by flags byte: a kind of String and no other flag.
     PLAIN_ENCODINGS = Array.new(256) { |flags| KIND_ENCODINGS[flags] if flags == flags & KIND_MASK }.freeze
+    # The same with STAMPED set: a bare String payload after dependency stamps.
+    PLAIN_STAMPED_ENCODINGS = Array.new(256) do |flags|
+      KIND_ENCODINGS[flags & KIND_MASK] if flags == (flags & KIND_MASK) | STAMPED
+    end.freeze
 
     VERSION_AT = 10
     STAMPS_AT = 12 # when the version is empty
@@ -144,6 +148,20 @@ module Strata
         return nil unless encoding && bytes.unpack1("Q<", offset: 2) == 0 && bytes.unpack1("L<", offset: 10) == 0
 
         bytes.byteslice(HEADER_BYTES, bytes.bytesize - HEADER_BYTES).force_encoding(encoding)
+      end
+
+      # plain_string for a stamped entry: its String payload when it is a bare String with no
+      # version and no expiry, after its stamps; else nil. The caller has checked the stamps.
+      def plain_stamped_string(bytes)
+        return nil unless bytes.bytesize >= HEADER_BYTES && bytes.getbyte(0) == MARKER
+
+        encoding = PLAIN_STAMPED_ENCODINGS[bytes.getbyte(1)]
+        return nil unless encoding && bytes.unpack1("Q<", offset: 2) == 0 && bytes.unpack1("S<", offset: VERSION_AT) == 0
+
+        at = HEADER_BYTES + bytes.unpack1("S<", offset: STAMPS_AT) * 16
+        return nil if at > bytes.bytesize
+
+        bytes.byteslice(at, bytes.bytesize - at).force_encoding(encoding)
       end
 
       # True when bytes start like an entry (as opposed to a counter or foreign data).

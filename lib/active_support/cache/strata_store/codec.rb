@@ -122,6 +122,11 @@ module ActiveSupport
           plain = Strata::Entry.plain_string(bytes)
           return plain if plain
 
+          # A stamped one too (the stack checked its stamps), unless a transaction open in this
+          # context changed tags, which the slow path below checks.
+          plain = Strata::Entry.plain_stamped_string(bytes)
+          return plain if plain && !Strata::TransactionTags.current
+
           decoded = Strata::Entry.decode(bytes)
           return MISS if decoded.flags & Strata::Entry::STAMPED != 0 && Strata::TransactionTags.hides_entry?(decoded)
 
