@@ -20,7 +20,7 @@ module Strata
       # 25 KiB per call can still be in the allocator's page-fault phase.
       # STANDARD is bin/bench's default, FULL its --full.
       QUICK = {warmup: 0.15, time: 0.4, settle: 0.4, rounds: 3}.freeze
-      STANDARD = {warmup: 0.35, time: 1.05, settle: 1.0}.freeze
+      STANDARD = {warmup: 0.2, time: 0.7, settle: 0.5, rounds: 5}.freeze
       FULL = {warmup: 1.0, time: 2.5, settle: 5.0}.freeze
       # Seven: the median then survives three rounds caught in a slow spell, and Targets has seven
       # pairs of rounds to take the median ratio of. (Five survived two.)
