@@ -79,15 +79,18 @@ class PollerTest < Strata::StoreCase
 
   def test_the_holder_killed_hands_the_poller_over_and_its_successor_goes_on_from_its_place
     reader, writer = IO.pipe
+    hold, release = IO.pipe # the child blocks on hold until it is killed
     pid = fork_child do
       reader.close
+      release.close
       poller = poller_of(host)
       next false unless wait_until(BOUND) { poller.holding? && poller.last_seen }
 
       writer.puts("holding")
-      sleep(DEADLINE) # until killed
+      hold.gets
     end
     writer.close
+    hold.close
     assert_equal "holding", reader.gets(chomp: true)
     cache = host
     cache.write("k", "v") # the holder applies its row, and the successor must not clear L1
@@ -103,6 +106,7 @@ class PollerTest < Strata::StoreCase
     assert_equal "cached", cache.stack[:l1].get(tier_key(cache, "k")), "no resync: L1 kept its entries"
   ensure
     reader&.close
+    release&.close
   end
 
   def test_a_lost_state_clears_l1_before_a_change_it_missed_could_be_served
