@@ -81,14 +81,24 @@ module Strata
         end
         raise ArgumentError, "poll_listen must be true or false, got #{listen.inspect}" unless [true, false].include?(listen)
 
-        tiers = stack.tier_names.map { |name| stack[name] }
-        host = tiers.find { |tier| tier.capabilities[:host] }
-        sql = tiers.find { |tier| tier.respond_to?(:invalidation_log?) && tier.invalidation_log? }
-        return nil unless host && sql
+        host, sql = sources(stack.tier_names.map { |name| stack[name] })
+        return nil unless host
 
         poller = new(host, sql, stack.dependencies, on_error: on_error, interval: interval, listen: listen, gap_timeout: gap_timeout)
         poller.mark_fresh
         poller.start
+      end
+
+      # Whether #start runs a poller for a stack of tiers (top first).
+      def polls?(tiers)
+        !sources(tiers).nil?
+      end
+
+      # [host tier, SQL tier that writes the log] when tiers (top first) have both, else nil.
+      def sources(tiers)
+        host = tiers.find { |tier| tier.capabilities[:host] }
+        sql = tiers.find { |tier| tier.respond_to?(:invalidation_log?) && tier.invalidation_log? }
+        [host, sql] if host && sql
       end
 
       # After a fork: every poller of the parent starts again in the child.
