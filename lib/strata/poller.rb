@@ -42,6 +42,10 @@ module Strata
   # channel on a connection of its own (SQL::Listener), so a commit wakes it at once; a lost
   # notification delays the row by at most interval, as the log is the truth.
   #
+  # Raw tags: each round first converts the tags that the strata:triggers migration's SQLite
+  # triggers appended as text (SQL#apply_raw_tags) into versions and log rows, which that round
+  # and the other hosts' read: a raw UPDATE on SQLite reaches every host within about two rounds.
+  #
   # Failures (a database or memcached down, anything the thread raises) go to on_error, which
   # the store reports once per outage (FailureReports), and the thread goes on with the next
   # round. The thread never keeps the process alive, takes no lock but the tiers' own, is
@@ -275,9 +279,11 @@ module Strata
       nil # the lease lapses by itself
     end
 
-    # Reads the log past the state's sequence number and applies what it finds; true when
-    # rows were left for the next round.
+    # Converts the raw tags SQLite's triggers left (SQL#apply_raw_tags), then reads the log past
+    # the state's sequence number and applies what it finds; true when rows were left for the
+    # next round.
     def poll
+      @sql.apply_raw_tags # the SQLite triggers' tags become log rows, read below
       now = Entry.now
       state = read_state
       return resync(now, clear: false) if state && state[0] == FRESH
