@@ -558,7 +558,7 @@ module Strata
     def ttl_at(index, ttl)
       return ttl unless index == @capped
 
-      (ttl.nil? || ttl <= 0 || ttl > @host_ttl) ? @host_ttl : ttl
+      (ttl.nil? || ttl == 0 || ttl > @host_ttl) ? @host_ttl : ttl
     end
 
     # Best effort: a copy that can't be dropped is reported, not raised.
