@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "json"
+require "active_support/core_ext/object/json"
 require "active_support/notifications"
 
 module Strata
@@ -48,8 +49,9 @@ module Strata
 
     # cache: the store entries live in; it must take tags (ActiveSupport::Cache::StrataStore).
     # name: part of every key (change it when the serializer's output changes: "bug/v2").
-    # serializer: record -> Hash of every field. hidden: (viewer, record) -> the fields that
-    # viewer may not see, or nil (no redaction at all when hidden is nil).
+    # serializer: record -> Hash of every field (made JSON as render json: does, see #render).
+    # hidden: (viewer, record) -> the fields that viewer may not see, or nil (without hidden, no
+    # redaction at all).
     # entries_key: the envelope's key for the list of entries, for collections.
     def initialize(cache:, name:, serializer:, hidden: nil, entries_key: DEFAULT_ENTRIES_KEY)
       unless cache.respond_to?(:fetch) && cache.respond_to?(:read_multi) && cache.respond_to?(:invalidate_tags)
@@ -152,10 +154,11 @@ module Strata
       assemble(parts, envelope, key_json)
     end
 
-    # record's full JSON, built by the serializer.
+    # record's full JSON, built by the serializer. Its values go through as_json first, as
+    # Rails' render json: does (a Time becomes ISO 8601, a Symbol a String).
     def render(record)
       data = @serializer.call(record)
-      return JSON.generate(data) if data.is_a?(Hash)
+      return JSON.generate(data.as_json) if data.is_a?(Hash)
 
       raise TypeError, "Strata::Representation #{@name}: the serializer returned a #{data.class} for a #{record.class}, not a Hash"
     end

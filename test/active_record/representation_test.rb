@@ -101,6 +101,14 @@ class StrataRepresentationTest < Strata::ModelCase
     assert_equal json, Strata::Entry.plain_stamped_string(bytes), "a plain String, not a serialized object"
   end
 
+  def test_values_are_made_json_as_rails_makes_them
+    reps = Strata::Representation.new(cache: store, name: "release/v1",
+      serializer: ->(release) { {version: release.version, at: Time.utc(2026, 11, 25, 19, 30), kind: :major, size: 1.5} })
+
+    assert_equal "{\"version\":\"1.0\",\"at\":\"2026-11-25T19:30:00.000Z\",\"kind\":\"major\",\"size\":1.5}",
+      reps.entry(Release.new("1.0"))
+  end
+
   def test_another_name_is_another_entry
     ticket = new_ticket("crash")
     tickets.entry(ticket, viewer: ADMIN)
