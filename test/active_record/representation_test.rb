@@ -160,6 +160,30 @@ class StrataRepresentationTest < Strata::ModelCase
     assert_equal 2, @built[ticket.id], "built once more inside the transaction, and that build was not cached"
   end
 
+  def test_a_document_built_before_a_change_is_not_served_after_it
+    ticket = new_ticket("crash")
+    read = Queue.new
+    go_on = Queue.new
+    reps = Strata::Representation.new(cache: store, name: "ticket/v1",
+      serializer: lambda do |item|
+        title = Ticket.find(item.id).title
+        read << title
+        go_on.pop
+        {"title" => title}
+      end)
+
+    slow = Thread.new { Record.connection_pool.with_connection { reps.entry(ticket) } }
+    assert_equal "crash", read.pop, "the serializer read the row"
+    ticket.update!(title: "crash on start") # committed while the document is being built
+    go_on << true
+    assert_equal "{\"title\":\"crash\"}", slow.value, "the slow caller gets what it built"
+
+    go_on << true
+    assert_equal "{\"title\":\"crash on start\"}", reps.collection([ticket]).delete_prefix("[").delete_suffix("]"),
+      "the next call builds again: the entry was stamped with the version read before the build"
+    assert_equal "crash on start", read.pop
+  end
+
   def test_a_viewer_who_may_see_everything_gets_the_cached_string_unparsed
     first = new_ticket("crash", tags: ["ui"])
     second = new_ticket("hang")
