@@ -222,13 +222,13 @@ module Strata
     end
 
     # The list of entry strings, joined; inside envelope when there is one. The envelope is
-    # generated once and the list goes before its closing brace, under key_json (the entries
-    # key as a JSON string).
+    # generated once (as render does) and the list goes before its closing brace, under key_json
+    # (the entries key as a JSON string).
     def assemble(parts, envelope, key_json)
       list = parts.join(",")
       return "[#{list}]" unless envelope
 
-      head = JSON.generate(envelope)
+      head = JSON.generate(envelope.as_json)
       json = String.new(capacity: head.bytesize + key_json.bytesize + list.bytesize + 8, encoding: Encoding::UTF_8)
       json << head.byteslice(0, head.bytesize - 1)
       json << "," unless envelope.empty?

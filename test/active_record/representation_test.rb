@@ -314,7 +314,8 @@ class StrataRepresentationTest < Strata::ModelCase
     assert_equal "{\"total_size\":1,\"start\":0,\"items\":[#{entry}]}",
       reps.collection(Ticket.where(id: ticket.id), viewer: ADMIN, envelope: {total_size: 1, start: 0}, entries_key: "items")
     named = Strata::Representation.new(cache: store, name: "ticket/v1", serializer: ->(_) { {} }, entries_key: :rows)
-    assert_equal "{\"a\":\"}\",\"rows\":[#{entry},#{entry}]}", named.collection([ticket, ticket], envelope: {"a" => "}"})
+    assert_equal "{\"a\":\"}\",\"at\":\"2026-11-25T19:30:00.000Z\",\"rows\":[#{entry},#{entry}]}",
+      named.collection([ticket, ticket], envelope: {"a" => "}", :at => Time.utc(2026, 11, 25, 19, 30)})
 
     error = assert_raises(ArgumentError) { reps.collection([ticket], envelope: {entries: 1}) }
     assert_match(/envelope: has a "entries" key already/, error.message)
