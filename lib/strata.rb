@@ -7,6 +7,8 @@ module Strata
   # Active Record models opt in with include Strata::Model; loaded on first use, so Strata runs
   # without Active Record.
   autoload :Model, "strata/model"
+  # The cache of records' JSON strings for JSON APIs; loaded on first use.
+  autoload :Representation, "strata/representation"
   # Rack middleware and test helpers that report Ruby VM cache invalidations; loaded on first
   # use, so Strata runs without Rack.
   autoload :VMWatch, "strata/vm_watch"
