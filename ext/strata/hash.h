@@ -47,28 +47,29 @@ static inline uint64_t strata_hash_load32(const uint8_t *p)
     return v;
 }
 
-/* Hash len bytes at data. Reads exactly [data, data+len); len may be 0. */
-static inline uint64_t strata_hash64(const void *data, size_t len, uint64_t seed)
+/* The four lanes' start from h. */
+#define STRATA_HASH_LANES_INIT(h) {(h), (h) ^ STRATA_HK2, (h) ^ STRATA_HK3, (h) ^ STRATA_HK4}
+
+/* One 64-byte block of words w into the four lanes. */
+static inline void strata_hash_block(uint64_t l[4], const uint64_t w[8])
 {
-    const uint8_t *p = (const uint8_t *)data;
-    size_t n = len;
-    uint64_t h = seed ^ STRATA_HK0 ^ ((uint64_t)len * STRATA_HK1);
+    l[0] = strata_hash_fold(w[0] ^ l[0], w[1] ^ STRATA_HK5);
+    l[1] = strata_hash_fold(w[2] ^ l[1], w[3] ^ STRATA_HK6);
+    l[2] = strata_hash_fold(w[4] ^ l[2], w[5] ^ STRATA_HK1);
+    l[3] = strata_hash_fold(w[6] ^ l[3], w[7] ^ STRATA_HK2);
+}
+
+static inline uint64_t strata_hash_lanes_end(const uint64_t l[4])
+{
+    return strata_hash_fold(l[0] ^ STRATA_HK3, l[1] ^ STRATA_HK4) ^ strata_hash_fold(l[2] ^ STRATA_HK5, l[3] ^ STRATA_HK6);
+}
+
+/* The last n bytes at p (n <= 64 when the lanes ran) into h; len is the whole input's. */
+static inline uint64_t strata_hash_tail(const uint8_t *p, size_t n, uint64_t h, size_t len)
+{
     uint64_t a, b;
 
-    if (n > 64) {
-        uint64_t l0 = h, l1 = h ^ STRATA_HK2, l2 = h ^ STRATA_HK3, l3 = h ^ STRATA_HK4;
-        /* Bound: len/64 iterations, four independent multiplies each. */
-        do {
-            l0 = strata_hash_fold(strata_hash_load64(p) ^ l0, strata_hash_load64(p + 8) ^ STRATA_HK5);
-            l1 = strata_hash_fold(strata_hash_load64(p + 16) ^ l1, strata_hash_load64(p + 24) ^ STRATA_HK6);
-            l2 = strata_hash_fold(strata_hash_load64(p + 32) ^ l2, strata_hash_load64(p + 40) ^ STRATA_HK1);
-            l3 = strata_hash_fold(strata_hash_load64(p + 48) ^ l3, strata_hash_load64(p + 56) ^ STRATA_HK2);
-            p += 64;
-            n -= 64;
-        } while (n > 64);
-        h = strata_hash_fold(l0 ^ STRATA_HK3, l1 ^ STRATA_HK4) ^ strata_hash_fold(l2 ^ STRATA_HK5, l3 ^ STRATA_HK6);
-    }
-    /* Bound: at most 3 iterations here (n <= 64 on entry when the lanes ran). */
+    /* Bound: at most 3 iterations when the lanes ran, n/16 otherwise. */
     while (n > 16) {
         h = strata_hash_fold(strata_hash_load64(p) ^ h, strata_hash_load64(p + 8) ^ STRATA_HK5);
         p += 16;
@@ -89,6 +90,74 @@ static inline uint64_t strata_hash64(const void *data, size_t len, uint64_t seed
     }
     h = strata_hash_fold(a ^ h ^ STRATA_HK3, b ^ STRATA_HK4 ^ (uint64_t)len);
     return strata_hash_fold(h ^ STRATA_HK6, STRATA_HK0);
+}
+
+/* Hash len bytes at data. Reads exactly [data, data+len); len may be 0. */
+static inline uint64_t strata_hash64(const void *data, size_t len, uint64_t seed)
+{
+    const uint8_t *p = (const uint8_t *)data;
+    size_t n = len;
+    uint64_t h = seed ^ STRATA_HK0 ^ ((uint64_t)len * STRATA_HK1);
+
+    if (n > 64) {
+        uint64_t l[4] = STRATA_HASH_LANES_INIT(h), w[8];
+        /* Bound: len/64 iterations, four independent multiplies each. */
+        do {
+            memcpy(w, p, sizeof w);
+            strata_hash_block(l, w);
+            p += 64;
+            n -= 64;
+        } while (n > 64);
+        h = strata_hash_lanes_end(l);
+    }
+    return strata_hash_tail(p, n, h, len);
+}
+
+/*
+ * Copy len bytes from src to dst and return strata_hash64(dst, len, seed): the same result
+ * as memcpy then strata_hash64, in one pass. Each 64-byte block is loaded from src once into
+ * registers, which are stored to dst and hashed; memcpy then hash reads every byte twice. For
+ * a read out of the table, whose bytes come from main memory, one pass is the faster.
+ *
+ * src may change while this runs (the table's shared memory): the hash is of exactly the
+ * bytes stored at dst. No byte of src is loaded twice: the empty asm pins each block's words
+ * in registers, so the compiler cannot load them from src again for the hash. dst must not
+ * overlap src.
+ */
+static inline uint64_t strata_hash64_copy(uint8_t *dst, const void *src, size_t len, uint64_t seed)
+{
+    const uint8_t *s = (const uint8_t *)src;
+    size_t at = 0;
+    uint64_t h = seed ^ STRATA_HK0 ^ ((uint64_t)len * STRATA_HK1);
+
+    if (len > 64) {
+        uint64_t l[4] = STRATA_HASH_LANES_INIT(h), w[8];
+        /* Bound: len/64 iterations, one block copied and hashed each. */
+        do {
+            const uint8_t *q = s + at;
+            uint8_t *d = dst + at;
+            uint64_t w0 = strata_hash_load64(q), w1 = strata_hash_load64(q + 8), w2 = strata_hash_load64(q + 16),
+                     w3 = strata_hash_load64(q + 24), w4 = strata_hash_load64(q + 32), w5 = strata_hash_load64(q + 40),
+                     w6 = strata_hash_load64(q + 48), w7 = strata_hash_load64(q + 56);
+            __asm__("" : "+r"(w0), "+r"(w1), "+r"(w2), "+r"(w3), "+r"(w4), "+r"(w5), "+r"(w6), "+r"(w7));
+            /* Word by word: one wide store from words just spilled would stall on forwarding. */
+            memcpy(d, &w0, 8);
+            memcpy(d + 8, &w1, 8);
+            memcpy(d + 16, &w2, 8);
+            memcpy(d + 24, &w3, 8);
+            memcpy(d + 32, &w4, 8);
+            memcpy(d + 40, &w5, 8);
+            memcpy(d + 48, &w6, 8);
+            memcpy(d + 56, &w7, 8);
+            w[0] = w0, w[1] = w1, w[2] = w2, w[3] = w3, w[4] = w4, w[5] = w5, w[6] = w6, w[7] = w7;
+            strata_hash_block(l, w);
+            at += 64;
+        } while (len - at > 64);
+        h = strata_hash_lanes_end(l);
+    }
+    /* The tail (at most 64 bytes) is hashed from the copy. */
+    if (len > at) memcpy(dst + at, s + at, len - at);
+    return strata_hash_tail(dst + at, len - at, h, len);
 }
 
 #endif /* STRATA_HASH_H */

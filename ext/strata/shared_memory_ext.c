@@ -156,15 +156,29 @@ static uint64_t u64_of(VALUE v, const char *name)
     return NUM2ULL(v);
 }
 
-/* The ttl: keyword, the only one set/add/cas take. */
+/* The ttl: keyword, the only one set/add/cas take, from the keyword Hash the call was given
+ * (nil for none). Looked up, not extracted: rb_get_kwargs takes the Hash apart, which is why
+ * rb_scan_args copies it first, a second Hash on every write. Anything besides ttl: goes to
+ * rb_get_kwargs on a copy, for its ArgumentError. */
 static uint64_t ttl_kw(VALUE opts)
 {
     ID ids[1];
     VALUE vals[1];
     if (NIL_P(opts)) return 0;
     ids[0] = rb_intern("ttl");
-    rb_get_kwargs(opts, ids, 0, 1, vals);
+    vals[0] = rb_hash_lookup2(opts, ID2SYM(ids[0]), Qundef);
+    if (RHASH_SIZE(opts) != (vals[0] == Qundef ? 0u : 1u)) rb_get_kwargs(rb_hash_dup(opts), ids, 0, 1, vals);
     return ttl_ms_of(vals[0]);
+}
+
+/* Split set/add/cas's arguments: the keyword Hash, if keywords were given, into *opts (else
+ * nil), and exactly n positional arguments into out. rb_scan_args would copy the Hash. */
+static void store_args(int argc, VALUE *argv, int n, VALUE *out, VALUE *opts)
+{
+    *opts = Qnil;
+    if (argc > 0 && rb_keyword_given_p()) *opts = argv[--argc];
+    rb_check_arity(argc, n, n);
+    for (int i = 0; i < n; i++) out[i] = argv[i];
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -265,27 +279,27 @@ static VALUE shm_store(VALUE self, strata_op op, VALUE key, VALUE value, uint64_
 /* set(key, bytes, ttl: nil) */
 static VALUE shm_set(int argc, VALUE *argv, VALUE self)
 {
-    VALUE key, value, opts;
-    rb_scan_args(argc, argv, "2:", &key, &value, &opts);
-    return shm_store(self, STRATA_OP_SET, key, value, ttl_kw(opts), 0);
+    VALUE args[2], opts;
+    store_args(argc, argv, 2, args, &opts);
+    return shm_store(self, STRATA_OP_SET, args[0], args[1], ttl_kw(opts), 0);
 }
 
 /* add(key, bytes, ttl: nil) */
 static VALUE shm_add(int argc, VALUE *argv, VALUE self)
 {
-    VALUE key, value, opts;
-    rb_scan_args(argc, argv, "2:", &key, &value, &opts);
-    return shm_store(self, STRATA_OP_ADD, key, value, ttl_kw(opts), 0);
+    VALUE args[2], opts;
+    store_args(argc, argv, 2, args, &opts);
+    return shm_store(self, STRATA_OP_ADD, args[0], args[1], ttl_kw(opts), 0);
 }
 
 /* cas(key, bytes, token, ttl: nil) */
 static VALUE shm_cas(int argc, VALUE *argv, VALUE self)
 {
-    VALUE key, value, token, opts;
+    VALUE args[3], opts;
     uint64_t ttl;
-    rb_scan_args(argc, argv, "3:", &key, &value, &token, &opts);
+    store_args(argc, argv, 3, args, &opts);
     ttl = ttl_kw(opts);
-    return shm_store(self, STRATA_OP_CAS, key, value, ttl, u64_of(token, "token"));
+    return shm_store(self, STRATA_OP_CAS, args[0], args[1], ttl, u64_of(args[2], "token"));
 }
 
 /* delete(key): true if a live entry was removed. When the shard lock can't be taken the table

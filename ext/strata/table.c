@@ -394,15 +394,27 @@ static const uint8_t *item_at(const strata_table *t, uint32_t s, uint32_t loc, s
     return p;
 }
 
+/* The checksum's seed: the key (through its seeded hash) and the header fields. */
+static uint64_t item_checksum_seed(uint64_t key_hash, const struct item_hdr *h)
+{
+    return key_hash ^
+           strata_hash_fold(h->expires_ms ^ STRATA_HK2, (((uint64_t)h->value_len << 32) | h->cas) ^ STRATA_HK3) ^
+           (((uint64_t)h->key_len << 8) | h->flags);
+}
+
+static uint32_t checksum_fold(uint64_t x) { return (uint32_t)(x ^ (x >> 32)); }
+
 /* Checksum of an item: covers the key (through its seeded hash), header fields and value. */
 static uint32_t item_checksum(uint64_t key_hash, const struct item_hdr *h, const void *value)
 {
-    uint64_t seed = key_hash ^
-                    strata_hash_fold(h->expires_ms ^ STRATA_HK2,
-                                     (((uint64_t)h->value_len << 32) | h->cas) ^ STRATA_HK3) ^
-                    (((uint64_t)h->key_len << 8) | h->flags);
-    uint64_t x = strata_hash64(value, h->value_len, seed);
-    return (uint32_t)(x ^ (x >> 32));
+    return checksum_fold(strata_hash64(value, h->value_len, item_checksum_seed(key_hash, h)));
+}
+
+/* item_checksum of the value at src, which it copies to dst on the way: one read of src, and
+ * the checksum is of the copy (strata_hash64_copy). */
+static uint32_t item_checksum_copy(uint64_t key_hash, const struct item_hdr *h, uint8_t *dst, const void *src)
+{
+    return checksum_fold(strata_hash64_copy(dst, src, h->value_len, item_checksum_seed(key_hash, h)));
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -626,8 +638,8 @@ strata_status strata_get_at(strata_table *t, const void *key, size_t key_len, co
                 outcome = READ_HIT;
                 break;
             }
-            memcpy(buf, p + ITEM_HDR + key_len, h.value_len);
-            outcome = item_checksum(k.hash, &h, buf) == h.checksum ? READ_HIT : READ_BAD;
+            /* The copy and its check in one pass: the checksum is of the bytes in buf. */
+            outcome = item_checksum_copy(k.hash, &h, buf, p + ITEM_HDR + key_len) == h.checksum ? READ_HIT : READ_BAD;
             break;
         }
         if (seq_read_changed(b, seq)) continue;

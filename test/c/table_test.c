@@ -1752,6 +1752,30 @@ static void test_fork_child_stats(void)
     strata_close(t);
 }
 
+/* strata_hash64_copy, which a read checks an item's value with (the copy and the hash in one
+ * pass), copies exactly the bytes memcpy does and hashes as strata_hash64 does: every length
+ * around the 64-byte blocks and the 16-byte tail steps, from a misaligned source, to a
+ * misaligned destination, and a 25 KB value. */
+static void test_hash_copy(void)
+{
+    static uint8_t src[25000 + 1], want[25000], got[25000 + 2];
+    int mismatches = 0;
+
+    for (size_t i = 0; i < sizeof src; i++) src[i] = (uint8_t)(i * 131 + (i >> 7));
+    /* Bound: 301 lengths plus one long one, twice. */
+    for (size_t off = 0; off < 2; off++) {
+        for (size_t len = 0; len <= 301; len++) {
+            size_t n = len == 301 ? 25000 : len;
+            memcpy(want, src + 1, n);
+            got[off + n] = 0x5A; /* the byte after the copy stays untouched */
+            if (strata_hash64_copy(got + off, src + 1, n, n * 7) != strata_hash64(want, n, n * 7) ||
+                memcmp(got + off, want, n) != 0 || got[off + n] != 0x5A)
+                mismatches++;
+        }
+    }
+    CHECK(mismatches == 0);
+}
+
 /* Not a pass/fail test: the checksum speed, reported for the record. */
 static void report_hash_speed(void)
 {
@@ -1816,6 +1840,7 @@ int main(void)
     run("contended_write_waits", test_contended_write_waits);
     run("fence_races_unfence", test_fence_races_unfence);
     run("fork_child_stats", test_fork_child_stats);
+    run("hash_copy", test_hash_copy);
     report_hash_speed();
     remove_dir();
     printf("%d passed, %d failed\n", passed, failed);

@@ -109,6 +109,24 @@ module Strata
         assert_nil t.get("k")
       end
 
+      # set, add and cas read their one keyword from the caller's Hash without changing it, and
+      # refuse any other keyword, a Hash given positionally and a wrong count, as Ruby does.
+      def test_keyword_arguments_of_writes
+        t = table
+        options = {ttl: 60}
+        assert t.set("k", "v", **options)
+        assert t.add("a", "v", ttl: nil)
+        assert t.cas("k", "w", t.get_with_cas("k").last, **options)
+        assert_equal({ttl: 60}, options)
+        assert_equal "w", t.get("k")
+        assert_match(/unknown keyword: :tll/, assert_raises(ArgumentError) { t.set("k", "v", ttl: 1, tll: 2) }.message)
+        assert_match(/unknown keyword/, assert_raises(ArgumentError) { t.add("b", "v", "ttl" => 1) }.message)
+        assert_match(/given 3, expected 2/, assert_raises(ArgumentError) { t.set("k", "v", {ttl: 1}) }.message)
+        assert_match(/given 2, expected 3/, assert_raises(ArgumentError) { t.cas("k", "v") }.message)
+        assert_equal "w", t.get("k")
+        assert_nil t.get("b")
+      end
+
       # A Strata::Entry::Split is stored as head followed by payload, by set, add and cas alike,
       # and counts whole against max_value_size.
       def test_a_split_value_is_stored_joined
