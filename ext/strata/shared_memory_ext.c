@@ -456,6 +456,23 @@ static VALUE shm_check_stamps(VALUE self, VALUE bytes)
     return answer == STRATA_STAMPS_STALE ? Qfalse : Qnil;
 }
 
+/* get_current(key): get for the stack's probe of this table (Strata::Tier#get_current), with
+ * a stamped entry's stamps checked against this table's tag versions in the same call: its
+ * bytes when every one is current, false when one is stale or could not be settled here
+ * (stamp_check.h; the caller then reads and checks it through Dependencies). Bytes that are
+ * not a stamped entry, and nil, as get gives them. */
+static VALUE shm_get_current(VALUE self, VALUE key)
+{
+    VALUE v = shm_read(shm_open_handle(self), key, NULL);
+    strata_stamps answer;
+
+    if (NIL_P(v) || !strata_entry_stamped(RSTRING_PTR(v), (size_t)RSTRING_LEN(v))) return v;
+    /* The read may have allocated, and so collected: the handle is taken again. */
+    answer = strata_entry_stamps_check(shm_open_handle(self)->t, RSTRING_PTR(v), (size_t)RSTRING_LEN(v));
+    RB_GC_GUARD(v);
+    return answer == STRATA_STAMPS_CURRENT ? v : Qfalse;
+}
+
 static void keys_each(void *ctx, const void *key, size_t len)
 {
     rb_ary_push((VALUE)ctx, rb_str_new(key, (long)len));
@@ -734,6 +751,7 @@ void strata_init_shared_memory(void)
     rb_define_method(c, "incr", shm_incr, -1);
     rb_define_method(c, "decr", shm_decr, -1);
     rb_define_method(c, "check_stamps", shm_check_stamps, 1);
+    rb_define_method(c, "get_current", shm_get_current, 1);
     rb_define_method(c, "keys", shm_keys, 0);
     rb_define_method(c, "cleanup", shm_cleanup, 0);
     rb_define_method(c, "clear", shm_clear, 0);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #define ENTRY_MARKER 0xE1
+#define ENTRY_STAMPED 0x80 /* in the flags byte, offset 1 */
 #define ENTRY_VERSION_AT 10
 #define ENTRY_HEADER_BYTES 14 /* marker, flags, expires_at, version length, stamp count */
 #define STAMP_BYTES 16
@@ -92,4 +93,11 @@ strata_stamps strata_entry_stamps_check(strata_table *t, const void *bytes, size
     count = load_le16(p + at - 2);
     if (count == 0 || count > (len - at) / STAMP_BYTES) return STRATA_STAMPS_UNKNOWN;
     return strata_stamps_check(t, p + at, count);
+}
+
+int strata_entry_stamped(const void *bytes, size_t len)
+{
+    const unsigned char *p = bytes;
+
+    return len >= 2 && p[0] == ENTRY_MARKER && (p[1] & ENTRY_STAMPED) != 0;
 }

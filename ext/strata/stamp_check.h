@@ -1,7 +1,8 @@
 /*
  * stamp_check.h - the check of a tagged entry's dependency stamps against the tag versions the
  * same L1 table holds, in one call and without allocating: the hit path of a tagged read
- * (lib/strata/dependencies.rb, Dependencies#current?; docs/coherence.md). stamp_check.c
+ * (SharedMemory#get_current, the read and the check in one call, for Stack#get_host; and
+ * SharedMemory#check_stamps for Dependencies#current?; docs/coherence.md). stamp_check.c
  * implements it on strata_get_at alone, so it follows table.h's reader protocol (lock-free,
  * seqlock and checksum validated, a miss rather than bytes it could not validate) and takes no
  * lock: it never waits and never holds one.
@@ -63,5 +64,9 @@ strata_stamps strata_stamps_check(strata_table *t, const unsigned char *stamps, 
 /* Checks the stamps of the entry in bytes[0..len): UNKNOWN when the header is malformed or the
  * entry has no stamps (the caller's decoder says why). */
 strata_stamps strata_entry_stamps_check(strata_table *t, const void *bytes, size_t len);
+
+/* Whether bytes[0..len) start like an entry with stamps: the marker, and STAMPED (0x80) in the
+ * flags byte. Two bytes read, nothing else checked (Entry.stamped? in Ruby). */
+int strata_entry_stamped(const void *bytes, size_t len);
 
 #endif

@@ -265,6 +265,24 @@ static void test_malformed_entry_is_unknown(void)
     CHECK(strata_stamps_check(table, entry, 0) == STRATA_STAMPS_CURRENT);
 }
 
+/* strata_entry_stamped reads the marker and the flags byte, within len. */
+static void test_entry_stamped(void)
+{
+    unsigned char entry[256];
+    uint64_t ids[1] = {41}, versions[1] = {1};
+    size_t len = make_entry(entry, ids, versions, 1);
+
+    CHECK(strata_entry_stamped(entry, len));
+    CHECK(strata_entry_stamped(entry, 2));
+    CHECK(!strata_entry_stamped(entry, 1));
+    CHECK(!strata_entry_stamped(entry, 0));
+    len = make_entry(entry, ids, versions, 0);
+    CHECK(!strata_entry_stamped(entry, len));
+    entry[1] = 0x80;
+    entry[0] = '4'; /* a counter's first digit */
+    CHECK(!strata_entry_stamped(entry, len));
+}
+
 /* A version whose bump could not take its shard lock is fenced: it reads as missing, so the
  * check is unknown (the caller reads the lower tiers), never current with the old version. */
 static void test_fenced_version_is_unknown(void)
@@ -383,6 +401,7 @@ int main(void)
     run("get_at_reads_the_clock_once", test_get_at_reads_the_clock_once);
     run("malformed_version_is_unknown", test_malformed_version_is_unknown);
     run("malformed_entry_is_unknown", test_malformed_entry_is_unknown);
+    run("entry_stamped", test_entry_stamped);
     run("fenced_version_is_unknown", test_fenced_version_is_unknown);
     run("concurrent_bump", test_concurrent_bump);
     strata_close(table);
