@@ -31,6 +31,7 @@ typedef struct shm {
     int users;  /* calls running without the GVL; close defers the unmap until they end */
     int closed;
     value_memo memo; /* large values already read, by key (value_memo.h) */
+    strata_key_memo tag_keys; /* the hashes of tag version keys checked lately (stamp_check.h) */
 } shm;
 
 /* Also drops the memo's entries that have lived through enough collections (value_memo.h). */
@@ -450,7 +451,7 @@ static VALUE shm_check_stamps(VALUE self, VALUE bytes)
     if (!RB_TYPE_P(bytes, T_STRING))
         rb_raise(rb_eTypeError, "value must be a String, not %s", rb_obj_classname(bytes));
     s = shm_open_handle(self);
-    answer = strata_entry_stamps_check(s->t, RSTRING_PTR(bytes), (size_t)RSTRING_LEN(bytes));
+    answer = strata_entry_stamps_check(s->t, RSTRING_PTR(bytes), (size_t)RSTRING_LEN(bytes), &s->tag_keys);
     RB_GC_GUARD(bytes);
     if (answer == STRATA_STAMPS_CURRENT) return Qtrue;
     return answer == STRATA_STAMPS_STALE ? Qfalse : Qnil;
@@ -465,10 +466,12 @@ static VALUE shm_get_current(VALUE self, VALUE key)
 {
     VALUE v = shm_read(shm_open_handle(self), key, NULL);
     strata_stamps answer;
+    shm *s;
 
     if (NIL_P(v) || !strata_entry_stamped(RSTRING_PTR(v), (size_t)RSTRING_LEN(v))) return v;
     /* The read may have allocated, and so collected: the handle is taken again. */
-    answer = strata_entry_stamps_check(shm_open_handle(self)->t, RSTRING_PTR(v), (size_t)RSTRING_LEN(v));
+    s = shm_open_handle(self);
+    answer = strata_entry_stamps_check(s->t, RSTRING_PTR(v), (size_t)RSTRING_LEN(v), &s->tag_keys);
     RB_GC_GUARD(v);
     return answer == STRATA_STAMPS_CURRENT ? v : Qfalse;
 }
