@@ -82,10 +82,10 @@ module ActiveSupport
         # The live value under key in the host table, when that is the top tier; else Codec::MISS.
         # Lower tiers are left to one read further on. Not with an active local cache: it answers
         # first.
-        # settled: no transaction has tags pending (Codec#live_value).
-        def host_hit(key, options, version, settled)
+        # none_pending: as Codec#live_value's.
+        def host_hit(key, options, version, none_pending)
           bytes = @stack.get_host(key)
-          bytes ? @codec.live_value(bytes, options[:raw], version, settled) : Codec::MISS
+          bytes ? @codec.live_value(bytes, options[:raw], version, none_pending) : Codec::MISS
         rescue Strata::Error
           Codec::MISS # the base path reads again and reports the failure once
         end
@@ -94,7 +94,7 @@ module ActiveSupport
         # when what it found is not live (or could not be read).
         def through_hit(key, options, version)
           bytes = read_bytes(key, nil) # the read-through: reading_through made its fill current
-          bytes ? @codec.live_value(bytes, options[:raw], version, false) : ABSENT
+          bytes ? @codec.live_value(bytes, options[:raw], version) : ABSENT
         rescue Strata::Error
           Codec::MISS
         end
