@@ -3,7 +3,7 @@
  * same L1 table holds, in one call and without allocating: the hit path of a tagged read
  * (SharedMemory#get_current, the read and the check in one call, for Stack#get_host; and
  * SharedMemory#check_stamps for Dependencies#current?; docs/coherence.md). stamp_check.c
- * implements it on strata_get_at alone, so it follows table.h's reader protocol (lock-free,
+ * implements it on strata_get_hashed alone, so it follows table.h's reader protocol (lock-free,
  * seqlock and checksum validated, a miss rather than bytes it could not validate) and takes no
  * lock: it never waits and never holds one.
  *

@@ -591,31 +591,13 @@ uint64_t strata_key_hash(const strata_table *t, const void *key, size_t key_len)
     return strata_hash64(key, key_len, t->seed);
 }
 
-/* Inlined into both callers: the plain get pays no call for the hashed one's sake. */
-static inline __attribute__((always_inline)) strata_status get_located(strata_table *t, const void *key,
-                                                                       size_t key_len, keyref k,
-                                                                       const strata_sink *sink, uint64_t *cas_out,
-                                                                       uint64_t *now);
-
-strata_status strata_get_at(strata_table *t, const void *key, size_t key_len, const strata_sink *sink,
-                            uint64_t *cas_out, uint64_t *now)
-{
-    if (key_len == 0 || key_len > STRATA_MAX_KEY) return STRATA_EINVAL;
-    return get_located(t, key, key_len, locate(t, key, key_len), sink, cas_out, now);
-}
-
-strata_status strata_get_hashed(strata_table *t, const void *key, size_t key_len, uint64_t hash,
-                                const strata_sink *sink, uint64_t *cas_out, uint64_t *now)
-{
-    if (key_len == 0 || key_len > STRATA_MAX_KEY) return STRATA_EINVAL;
-    return get_located(t, key, key_len, locate_hash(t, hash), sink, cas_out, now);
-}
-
 /* strata_get_at's lookup of key, located by k (key_len checked by the caller). A k that is not
  * key's finds no item of key: a slot whose tag and key match by chance fails its checksum,
- * which k.hash seeds. */
-static inline strata_status get_located(strata_table *t, const void *key, size_t key_len, keyref k,
-                                        const strata_sink *sink, uint64_t *cas_out, uint64_t *now)
+ * which k.hash seeds. Inlined into both callers, so that the plain get pays no call for the
+ * hashed one's sake. */
+static inline __attribute__((always_inline)) strata_status
+get_located(strata_table *t, const void *key, size_t key_len, keyref k, const strata_sink *sink, uint64_t *cas_out,
+            uint64_t *now)
 {
     struct bucket *b;
     uint64_t fenced;
@@ -686,6 +668,20 @@ static inline strata_status get_located(strata_table *t, const void *key, size_t
     COUNT(t, torn_reads);
     COUNT(t, misses);
     return STRATA_NOT_FOUND;
+}
+
+strata_status strata_get_at(strata_table *t, const void *key, size_t key_len, const strata_sink *sink,
+                            uint64_t *cas_out, uint64_t *now)
+{
+    if (key_len == 0 || key_len > STRATA_MAX_KEY) return STRATA_EINVAL;
+    return get_located(t, key, key_len, locate(t, key, key_len), sink, cas_out, now);
+}
+
+strata_status strata_get_hashed(strata_table *t, const void *key, size_t key_len, uint64_t hash,
+                                const strata_sink *sink, uint64_t *cas_out, uint64_t *now)
+{
+    if (key_len == 0 || key_len > STRATA_MAX_KEY) return STRATA_EINVAL;
+    return get_located(t, key, key_len, locate_hash(t, hash), sink, cas_out, now);
 }
 
 /* ------------------------------------------------------------------------------------------ */
