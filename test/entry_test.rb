@@ -29,15 +29,21 @@ class EntryTest < Minitest::Test
     assert_equal "", Entry.plain_string(Entry.encode("", flags: Entry::BINARY))
   end
 
-  def test_a_stamped_bare_string_is_read_after_its_stamps
+  def test_a_stamped_bare_string_is_read_after_its_stamps_when_the_block_says_so
     bytes = Entry.encode("caf\u00e9", flags: Entry::UTF8, stamps: [[1, 2], [3, 4]])
-    assert_equal "caf\u00e9", Entry.plain_stamped_string(bytes)
-    assert_equal Encoding::UTF_8, Entry.plain_stamped_string(bytes).encoding
-    assert_nil Entry.plain_stamped_string(Entry.encode("v", flags: Entry::UTF8)), "not stamped: plain_string's"
-    assert_nil Entry.plain_stamped_string(Entry.encode("v", flags: Entry::UTF8, stamps: [[1, 2]], expires_at: 1))
-    assert_nil Entry.plain_stamped_string(Entry.encode("v", flags: Entry::UTF8, stamps: [[1, 2]], version: "1"))
-    assert_nil Entry.plain_stamped_string(Entry.encode("v", flags: Entry::SERIALIZED, stamps: [[1, 2]]))
-    assert_nil Entry.plain_stamped_string(bytes.byteslice(0, Entry::HEADER_BYTES + 16)), "stamps past the end"
+    asked = 0
+
+    assert_equal "caf\u00e9", Entry.plain_string(bytes) { asked += 1 }
+    assert_equal Encoding::UTF_8, Entry.plain_string(bytes) { true }.encoding
+    assert_nil Entry.plain_string(bytes) { false }, "the caller's last word"
+    assert_equal 1, asked
+    assert_equal "v", Entry.plain_string(Entry.encode("v", flags: Entry::UTF8)) { flunk "asked for an unstamped entry" }
+    assert_nil Entry.plain_string(Entry.encode("v", flags: Entry::UTF8, stamps: [[1, 2]], expires_at: 1)) { true }
+    assert_nil Entry.plain_string(Entry.encode("v", flags: Entry::UTF8, stamps: [[1, 2]], version: "1")) { true }
+    assert_nil Entry.plain_string(Entry.encode("v", flags: Entry::SERIALIZED, stamps: [[1, 2]])) { true }
+    assert_nil Entry.plain_string(bytes.byteslice(0, Entry::HEADER_BYTES + 16)) { true }, "stamps past the end"
+    # the flag without a stamp: malformed, left to decode
+    assert_nil Entry.plain_string(Entry.encode("v", flags: Entry::UTF8 | Entry::STAMPED)) { true }
   end
 
   def test_everything_but_a_bare_string_that_never_expires_is_left_to_decode
@@ -53,7 +59,7 @@ class EntryTest < Minitest::Test
       # a bare String's flags with a version length the flags do not announce: malformed
       Entry.encode("v", flags: Entry::UTF8).tap { |bytes| bytes.setbyte(Entry::VERSION_AT, 1) }
     ]
-    others.each { |bytes| assert_nil Entry.plain_string(bytes), bytes.inspect }
+    others.each { |bytes| assert_nil Entry.plain_string(bytes) { false }, bytes.inspect }
   end
 
   def test_every_header_field_round_trips

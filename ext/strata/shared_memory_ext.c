@@ -31,6 +31,7 @@ typedef struct shm {
     int users;  /* calls running without the GVL; close defers the unmap until they end */
     int closed;
     value_memo memo; /* large values already read, by key (value_memo.h) */
+    strata_key_memo tag_keys; /* the hashes of tag version keys checked lately (stamp_check.h) */
 } shm;
 
 /* Also drops the memo's entries that have lived through enough collections (value_memo.h). */
@@ -464,10 +465,29 @@ static VALUE shm_check_stamps(VALUE self, VALUE bytes)
     if (!RB_TYPE_P(bytes, T_STRING))
         rb_raise(rb_eTypeError, "value must be a String, not %s", rb_obj_classname(bytes));
     s = shm_open_handle(self);
-    answer = strata_entry_stamps_check(s->t, RSTRING_PTR(bytes), (size_t)RSTRING_LEN(bytes));
+    answer = strata_entry_stamps_check(s->t, RSTRING_PTR(bytes), (size_t)RSTRING_LEN(bytes), &s->tag_keys);
     RB_GC_GUARD(bytes);
     if (answer == STRATA_STAMPS_CURRENT) return Qtrue;
     return answer == STRATA_STAMPS_STALE ? Qfalse : Qnil;
+}
+
+/* get_current(key): get for the stack's probe of this table (Strata::Tier#get_current), with
+ * a stamped entry's stamps checked against this table's tag versions in the same call: its
+ * bytes when every one is current, false when one is stale or could not be settled here
+ * (stamp_check.h; the caller then reads and checks it through Dependencies). Bytes that are
+ * not a stamped entry, and nil, as get gives them. */
+static VALUE shm_get_current(VALUE self, VALUE key)
+{
+    VALUE v = shm_read(shm_open_handle(self), key, NULL);
+    strata_stamps answer;
+    shm *s;
+
+    if (NIL_P(v) || !strata_entry_stamped(RSTRING_PTR(v), (size_t)RSTRING_LEN(v))) return v;
+    /* The read may have allocated, and so collected: the handle is taken again. */
+    s = shm_open_handle(self);
+    answer = strata_entry_stamps_check(s->t, RSTRING_PTR(v), (size_t)RSTRING_LEN(v), &s->tag_keys);
+    RB_GC_GUARD(v);
+    return answer == STRATA_STAMPS_CURRENT ? v : Qfalse;
 }
 
 static void keys_each(void *ctx, const void *key, size_t len)
@@ -748,6 +768,7 @@ void strata_init_shared_memory(void)
     rb_define_method(c, "incr", shm_incr, -1);
     rb_define_method(c, "decr", shm_decr, -1);
     rb_define_method(c, "check_stamps", shm_check_stamps, 1);
+    rb_define_method(c, "get_current", shm_get_current, 1);
     rb_define_method(c, "keys", shm_keys, 0);
     rb_define_method(c, "cleanup", shm_cleanup, 0);
     rb_define_method(c, "clear", shm_clear, 0);

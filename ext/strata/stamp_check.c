@@ -6,6 +6,7 @@
 #include <string.h>
 
 #define ENTRY_MARKER 0xE1
+#define ENTRY_STAMPED 0x80 /* in the flags byte, offset 1 */
 #define ENTRY_VERSION_AT 10
 #define ENTRY_HEADER_BYTES 14 /* marker, flags, expires_at, version length, stamp count */
 #define STAMP_BYTES 16
@@ -58,7 +59,24 @@ static void *version_reserve(void *ctx, size_t len, uint64_t version)
     return len == VERSION_BYTES ? ((version_buf *)ctx)->bytes : NULL;
 }
 
-strata_stamps strata_stamps_check(strata_table *t, const unsigned char *stamps, size_t count)
+/* The hash of id's version key (in key), from memo when it holds it, else made and kept there. */
+static uint64_t key_hash(strata_table *t, strata_key_memo *memo, uint64_t id, const char *key)
+{
+    unsigned slot;
+    uint64_t hash;
+
+    if (memo == NULL) return strata_key_hash(t, key, STRATA_TAG_KEY_LEN);
+    slot = (unsigned)(id % STRATA_KEY_MEMO_SLOTS);
+    if ((memo->known >> slot & 1) && memo->id[slot] == id) return memo->hash[slot];
+    hash = strata_key_hash(t, key, STRATA_TAG_KEY_LEN);
+    memo->id[slot] = id;
+    memo->hash[slot] = hash;
+    memo->known |= (uint64_t)1 << slot;
+    return hash;
+}
+
+strata_stamps strata_stamps_check(strata_table *t, const unsigned char *stamps, size_t count,
+                                  strata_key_memo *memo)
 {
     strata_stamps answer = STRATA_STAMPS_CURRENT;
     uint64_t now = 0; /* read once, by the first lookup that finds an item with an expiry */
@@ -70,8 +88,9 @@ strata_stamps strata_stamps_check(strata_table *t, const unsigned char *stamps, 
     /* Bound: count lookups, count <= 65535 from an entry. */
     for (size_t i = 0; i < count; i++) {
         const unsigned char *stamp = stamps + i * STAMP_BYTES;
-        write_hex(load_le64(stamp), key + STRATA_TAG_KEY_PREFIX_LEN);
-        if (strata_get_at(t, key, sizeof key, &sink, NULL, &now) != STRATA_OK) {
+        uint64_t id = load_le64(stamp);
+        write_hex(id, key + STRATA_TAG_KEY_PREFIX_LEN);
+        if (strata_get_hashed(t, key, sizeof key, key_hash(t, memo, id, key), &sink, NULL, &now) != STRATA_OK) {
             answer = STRATA_STAMPS_UNKNOWN; /* a later stamp may still be stale */
             continue;
         }
@@ -81,7 +100,7 @@ strata_stamps strata_stamps_check(strata_table *t, const unsigned char *stamps, 
     return answer;
 }
 
-strata_stamps strata_entry_stamps_check(strata_table *t, const void *bytes, size_t len)
+strata_stamps strata_entry_stamps_check(strata_table *t, const void *bytes, size_t len, strata_key_memo *memo)
 {
     const unsigned char *p = bytes;
     size_t at, count;
@@ -91,5 +110,12 @@ strata_stamps strata_entry_stamps_check(strata_table *t, const void *bytes, size
     if (at > len) return STRATA_STAMPS_UNKNOWN;
     count = load_le16(p + at - 2);
     if (count == 0 || count > (len - at) / STAMP_BYTES) return STRATA_STAMPS_UNKNOWN;
-    return strata_stamps_check(t, p + at, count);
+    return strata_stamps_check(t, p + at, count, memo);
+}
+
+int strata_entry_stamped(const void *bytes, size_t len)
+{
+    const unsigned char *p = bytes;
+
+    return len >= 2 && p[0] == ENTRY_MARKER && (p[1] & ENTRY_STAMPED) != 0;
 }

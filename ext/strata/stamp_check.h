@@ -1,8 +1,9 @@
 /*
  * stamp_check.h - the check of a tagged entry's dependency stamps against the tag versions the
  * same L1 table holds, in one call and without allocating: the hit path of a tagged read
- * (lib/strata/dependencies.rb, Dependencies#current?; docs/coherence.md). stamp_check.c
- * implements it on strata_get_at alone, so it follows table.h's reader protocol (lock-free,
+ * (SharedMemory#get_current, the read and the check in one call, for Stack#get_host; and
+ * SharedMemory#check_stamps for Dependencies#current?; docs/coherence.md). stamp_check.c
+ * implements it on strata_get_hashed alone, so it follows table.h's reader protocol (lock-free,
  * seqlock and checksum validated, a miss rather than bytes it could not validate) and takes no
  * lock: it never waits and never holds one.
  *
@@ -56,12 +57,33 @@ typedef enum strata_stamps {
 /* Writes tag id's version key into key (STRATA_TAG_KEY_LEN bytes, not NUL-terminated). */
 void strata_tag_key(uint64_t id, char key[STRATA_TAG_KEY_LEN]);
 
+/*
+ * The version keys' hashes (strata_key_hash) of the tags one table's checks met lately, so that
+ * checking them again hashes no key: a hit's stamps are mostly the same few tags. Direct-mapped
+ * by tag id, STRATA_KEY_MEMO_SLOTS slots; a slot is filled when its id is first met and
+ * overwritten by the next id that maps to it. All zero is empty.
+ *   Bound: 64 slots, 1 KiB. Owner: one table handle (its hashes are that table's: the seed is
+ *   per file); not for two threads at once (Ruby's GVL serialises the extension's checks). A
+ *   wrong hash is only a miss (strata_get_hashed): never a stamp passed that should not be.
+ */
+#define STRATA_KEY_MEMO_SLOTS 64
+typedef struct strata_key_memo {
+    uint64_t known;                         /* bit i: slot i is filled */
+    uint64_t id[STRATA_KEY_MEMO_SLOTS];
+    uint64_t hash[STRATA_KEY_MEMO_SLOTS];
+} strata_key_memo;
+
 /* Checks count stamps, laid out as in an entry (count pairs of u64 LE id, u64 LE version), at
- * stamps. count 0 is CURRENT. */
-strata_stamps strata_stamps_check(strata_table *t, const unsigned char *stamps, size_t count);
+ * stamps. count 0 is CURRENT. memo: the table's strata_key_memo, or NULL to hash every key. */
+strata_stamps strata_stamps_check(strata_table *t, const unsigned char *stamps, size_t count,
+                                  strata_key_memo *memo);
 
 /* Checks the stamps of the entry in bytes[0..len): UNKNOWN when the header is malformed or the
- * entry has no stamps (the caller's decoder says why). */
-strata_stamps strata_entry_stamps_check(strata_table *t, const void *bytes, size_t len);
+ * entry has no stamps (the caller's decoder says why). memo as strata_stamps_check's. */
+strata_stamps strata_entry_stamps_check(strata_table *t, const void *bytes, size_t len, strata_key_memo *memo);
+
+/* Whether bytes[0..len) start like an entry with stamps: the marker, and STAMPED (0x80) in the
+ * flags byte. Two bytes read, nothing else checked (Entry.stamped? in Ruby). */
+int strata_entry_stamped(const void *bytes, size_t len);
 
 #endif

@@ -330,14 +330,19 @@ typedef struct keyref {
     uint32_t tag;
 } keyref;
 
-static inline keyref locate(const strata_table *t, const void *key, size_t len)
+static inline keyref locate_hash(const strata_table *t, uint64_t hash)
 {
     keyref k;
-    k.hash = strata_hash64(key, len, t->seed);
+    k.hash = hash;
     k.shard = (uint32_t)(k.hash >> 56) & t->shard_mask;
     k.bucket = (uint32_t)((((k.hash >> 24) & 0xFFFFFFFFu) * t->geo.buckets_per_shard) >> 32);
     k.tag = (uint32_t)k.hash & TAG_MASK;
     return k;
+}
+
+static inline keyref locate(const strata_table *t, const void *key, size_t len)
+{
+    return locate_hash(t, strata_hash64(key, len, t->seed));
 }
 
 static inline struct shard_ctl *ctl_of(const strata_table *t, uint32_t s)
@@ -593,15 +598,22 @@ strata_status strata_get(strata_table *t, const void *key, size_t key_len, const
     return strata_get_at(t, key, key_len, sink, cas_out, &now);
 }
 
-strata_status strata_get_at(strata_table *t, const void *key, size_t key_len, const strata_sink *sink,
-                            uint64_t *cas_out, uint64_t *now)
+uint64_t strata_key_hash(const strata_table *t, const void *key, size_t key_len)
 {
-    keyref k;
+    return strata_hash64(key, key_len, t->seed);
+}
+
+/* strata_get_at's lookup of key, located by k (key_len checked by the caller). A k that is not
+ * key's finds no item of key: a slot whose tag and key match by chance fails its checksum,
+ * which k.hash seeds. Inlined into both callers, so that the plain get pays no call for the
+ * hashed one's sake. */
+static inline __attribute__((always_inline)) strata_status
+get_located(strata_table *t, const void *key, size_t key_len, keyref k, const strata_sink *sink, uint64_t *cas_out,
+            uint64_t *now)
+{
     struct bucket *b;
     uint64_t fenced;
 
-    if (key_len == 0 || key_len > STRATA_MAX_KEY) return STRATA_EINVAL;
-    k = locate(t, key, key_len);
     b = bucket_of(t, k.shard, k.bucket);
     fenced = fence_bit(k.tag);
 
@@ -668,6 +680,20 @@ strata_status strata_get_at(strata_table *t, const void *key, size_t key_len, co
     COUNT(t, torn_reads);
     COUNT(t, misses);
     return STRATA_NOT_FOUND;
+}
+
+strata_status strata_get_at(strata_table *t, const void *key, size_t key_len, const strata_sink *sink,
+                            uint64_t *cas_out, uint64_t *now)
+{
+    if (key_len == 0 || key_len > STRATA_MAX_KEY) return STRATA_EINVAL;
+    return get_located(t, key, key_len, locate(t, key, key_len), sink, cas_out, now);
+}
+
+strata_status strata_get_hashed(strata_table *t, const void *key, size_t key_len, uint64_t hash,
+                                const strata_sink *sink, uint64_t *cas_out, uint64_t *now)
+{
+    if (key_len == 0 || key_len > STRATA_MAX_KEY) return STRATA_EINVAL;
+    return get_located(t, key, key_len, locate_hash(t, hash), sink, cas_out, now);
 }
 
 /* ------------------------------------------------------------------------------------------ */

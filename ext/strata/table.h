@@ -385,6 +385,16 @@ strata_status strata_get(strata_table *t, const void *key, size_t key_len, const
 strata_status strata_get_at(strata_table *t, const void *key, size_t key_len, const strata_sink *sink,
                             uint64_t *cas_out, uint64_t *now);
 
+/* The seeded hash by which this table locates key (per file: two tables hash apart). For a
+ * caller that looks the same keys up again and again and keeps their hashes (stamp_check.h). */
+uint64_t strata_key_hash(const strata_table *t, const void *key, size_t key_len);
+
+/* strata_get_at for a key whose strata_key_hash the caller kept, without hashing it again. A
+ * hash that is not this table's for key finds nothing (STRATA_NOT_FOUND, never another key's
+ * value; a torn read when a slot matched by chance). */
+strata_status strata_get_hashed(strata_table *t, const void *key, size_t key_len, uint64_t hash,
+                                const strata_sink *sink, uint64_t *cas_out, uint64_t *now);
+
 /* One write; see strata_write. */
 typedef enum strata_op {
     STRATA_OP_SET,

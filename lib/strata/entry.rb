@@ -138,30 +138,35 @@ module Strata
         new(bytes.byteslice(at, size - at), flags, bytes.unpack1("Q<", offset: 2), version, (count > 0) ? bytes : nil)
       end
 
-      # The value of entry bytes that hold a bare String (no version, stamps or compression) and
-      # never expire, as a String of its encoding sharing bytes' buffer; nil for anything else,
-      # which #decode then reads (or rejects). The common hit, read without building an Entry.
+      # The value of entry bytes that hold a bare String (no version or compression) and never
+      # expire, as a String of its encoding sharing bytes' buffer; nil for anything else, which
+      # #decode then reads (or rejects). The common hit, read without building an Entry. For a
+      # stamped one (its stamps checked by the caller) it yields, and gives the value only when
+      # the block returns true: the caller's last word on serving it. One pass over the header
+      # for both, so that a tagged hit reads it once, as an untagged one does.
       def plain_string(bytes)
-        return nil unless bytes.bytesize >= HEADER_BYTES && bytes.getbyte(0) == MARKER
+        size = bytes.bytesize
+        return nil unless size >= HEADER_BYTES && bytes.getbyte(0) == MARKER
 
-        encoding = PLAIN_ENCODINGS[bytes.getbyte(1)]
-        return nil unless encoding && bytes.unpack1("Q<", offset: 2) == 0 && bytes.unpack1("L<", offset: 10) == 0
+        flags = bytes.getbyte(1)
+        if (encoding = PLAIN_ENCODINGS[flags])
+          # 10: the version length and the stamp count, both 0, read as one word
+          return nil unless bytes.unpack1("Q<", offset: 2) == 0 && bytes.unpack1("L<", offset: 10) == 0
 
-        bytes.byteslice(HEADER_BYTES, bytes.bytesize - HEADER_BYTES).force_encoding(encoding)
-      end
+          return bytes.byteslice(HEADER_BYTES, size - HEADER_BYTES).force_encoding(encoding)
+        end
 
-      # plain_string for a stamped entry: its String payload when it is a bare String with no
-      # version and no expiry, after its stamps; else nil. The caller has checked the stamps.
-      def plain_stamped_string(bytes)
-        return nil unless bytes.bytesize >= HEADER_BYTES && bytes.getbyte(0) == MARKER
+        encoding = PLAIN_STAMPED_ENCODINGS[flags]
+        return nil unless encoding && bytes.unpack1("Q<", offset: 2) == 0
 
-        encoding = PLAIN_STAMPED_ENCODINGS[bytes.getbyte(1)]
-        return nil unless encoding && bytes.unpack1("Q<", offset: 2) == 0 && bytes.unpack1("S<", offset: VERSION_AT) == 0
+        # No version (the low half) and at least one stamp (the count, the high half).
+        lengths = bytes.unpack1("L<", offset: 10)
+        return nil unless lengths & 0xFFFF == 0 && lengths >= 0x10000
 
-        at = HEADER_BYTES + bytes.unpack1("S<", offset: STAMPS_AT) * 16
-        return nil if at > bytes.bytesize
+        at = HEADER_BYTES + lengths / 0x10000 * 16
+        return nil unless at <= size && yield
 
-        bytes.byteslice(at, bytes.bytesize - at).force_encoding(encoding)
+        bytes.byteslice(at, size - at).force_encoding(encoding)
       end
 
       # True when bytes start like an entry (as opposed to a counter or foreign data).

@@ -120,8 +120,20 @@ module Strata
 
     # The bytes under key in the top tier when it is the host tier (a miss there costs next to
     # nothing to repeat), else nil without reading. For a probe before a read-through.
+    #
+    # The host tier checks a stamped entry's stamps in the same call (Tier#get_current; L1 against
+    # its own copies of the tag versions, as Dependencies#current? would first): what it passed
+    # is current. What it did not pass is read again and checked as any read does, lower tiers
+    # included, and dropped when out of date.
     def get_host(key)
       return nil unless @host_index == 0
+
+      bytes = @tiers[0].get_current(key)
+      if bytes
+        @on_stamps&.call(key, bytes) if Entry.stamped?(bytes)
+        return bytes
+      end
+      return nil if bytes.nil?
 
       bytes = @tiers[0].get(key)
       (bytes && Entry.stamped?(bytes)) ? current(key, bytes, 0) : bytes

@@ -1,5 +1,7 @@
 # frozen_string_literal: true
 
+require "strata/entry"
+
 module Strata
   # The tier contract (DESIGN section 3). A tier stores opaque byte strings under byte-string keys;
   # it never deserializes a payload. Every tier includes this module and overrides the hooks below.
@@ -36,6 +38,17 @@ module Strata
         bytes = get(key)
         found[key] = bytes if bytes
       end
+    end
+
+    # Optional. #get for the stack's probe of the host tier (Stack#get_host), where a tier that
+    # holds tag versions (Strata::Dependencies keeps them in the stack's tiers) may check a
+    # stamped entry (Entry.stamped?) in the same call: its bytes when the tier found every stamp
+    # current, false when it did not (stale, or not settled there: the stack then reads and
+    # checks it as any read does). Other bytes, and nil, as #get. By default, false for every
+    # stamped entry.
+    def get_current(key)
+      bytes = get(key)
+      (bytes && Entry.stamped?(bytes)) ? false : bytes
     end
 
     # Optional. #get for the stack's read-back of its own write (Stack#settle): a tier that keeps

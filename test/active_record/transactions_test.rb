@@ -32,6 +32,17 @@ class StrataTransactionsTest < Strata::ModelCase
     assert_equal "new", store.read("bug"), "cached again after the commit"
   end
 
+  # The fetch's own tags are not the changed ones: the entry's stamps still are.
+  def test_inside_the_transaction_a_fetch_tagged_otherwise_misses_an_entry_stamped_with_a_changed_tag
+    bug = Bug.create!(title: "old")
+    store.fetch("bug", tags: bug.cache_tag) { bug.title }
+
+    Bug.transaction do
+      bug.update!(title: "new")
+      assert_equal "new", store.fetch("bug", tags: "projects/1") { bug.title }
+    end
+  end
+
   def test_inside_the_transaction_entries_without_the_changed_tags_are_served
     bug = Bug.create!(title: "old")
     store.write("plain", "untagged")

@@ -95,6 +95,18 @@ static size_t make_entry(unsigned char *out, const uint64_t *ids, const uint64_t
     return at + 7;
 }
 
+/* The answer of strata_entry_stamps_check with the key memo the tests share, which must be the
+ * answer without one. */
+static strata_key_memo memo;
+
+static strata_stamps entry_check(const void *bytes, size_t len)
+{
+    strata_stamps plain = strata_entry_stamps_check(table, bytes, len, NULL);
+    strata_stamps memoized = strata_entry_stamps_check(table, bytes, len, &memo);
+    CHECK(plain == memoized);
+    return memoized;
+}
+
 static void test_tag_key_format(void)
 {
     char key[STRATA_TAG_KEY_LEN];
@@ -113,9 +125,9 @@ static void test_one_stamp(void)
 
     REQUIRE(put_version(id, version) == STRATA_OK);
     len = make_entry(entry, &id, &version, 1);
-    CHECK(strata_entry_stamps_check(table, entry, len) == STRATA_STAMPS_CURRENT);
+    CHECK(entry_check(entry, len) == STRATA_STAMPS_CURRENT);
     len = make_entry(entry, &id, &old, 1);
-    CHECK(strata_entry_stamps_check(table, entry, len) == STRATA_STAMPS_STALE);
+    CHECK(entry_check(entry, len) == STRATA_STAMPS_STALE);
 }
 
 static void test_many_stamps(void)
@@ -131,17 +143,17 @@ static void test_many_stamps(void)
         REQUIRE(put_version(ids[i], versions[i]) == STRATA_OK);
     }
     len = make_entry(entry, ids, versions, COUNT);
-    CHECK(strata_entry_stamps_check(table, entry, len) == STRATA_STAMPS_CURRENT);
+    CHECK(entry_check(entry, len) == STRATA_STAMPS_CURRENT);
     /* Any one stale stamp, first, middle or last, makes the whole entry stale. */
     for (int at = 0; at < COUNT; at += COUNT / 3 - 1) {
         versions[at]++;
         len = make_entry(entry, ids, versions, COUNT);
-        CHECK(strata_entry_stamps_check(table, entry, len) == STRATA_STAMPS_STALE);
+        CHECK(entry_check(entry, len) == STRATA_STAMPS_STALE);
         versions[at]--;
     }
     versions[COUNT - 1]++;
     len = make_entry(entry, ids, versions, COUNT);
-    CHECK(strata_entry_stamps_check(table, entry, len) == STRATA_STAMPS_STALE);
+    CHECK(entry_check(entry, len) == STRATA_STAMPS_STALE);
 }
 
 static void test_missing_version_is_unknown(void)
@@ -153,11 +165,11 @@ static void test_missing_version_is_unknown(void)
     for (int i = 0; i < 3; i++) REQUIRE(put_version(ids[i], versions[i]) == STRATA_OK);
     REQUIRE(drop_version(22) == STRATA_OK);
     len = make_entry(entry, ids, versions, 3);
-    CHECK(strata_entry_stamps_check(table, entry, len) == STRATA_STAMPS_UNKNOWN);
+    CHECK(entry_check(entry, len) == STRATA_STAMPS_UNKNOWN);
     /* A stale stamp after the missing one still settles it. */
     versions[2] = 4;
     len = make_entry(entry, ids, versions, 3);
-    CHECK(strata_entry_stamps_check(table, entry, len) == STRATA_STAMPS_STALE);
+    CHECK(entry_check(entry, len) == STRATA_STAMPS_STALE);
     /* An expired version is missing too. */
     {
         char key[STRATA_TAG_KEY_LEN];
@@ -176,7 +188,7 @@ static void test_missing_version_is_unknown(void)
         REQUIRE(strata_write(table, &r, 1) == STRATA_OK);
         usleep(5000);
         len = make_entry(entry, &id, &version, 1);
-        CHECK(strata_entry_stamps_check(table, entry, len) == STRATA_STAMPS_UNKNOWN);
+        CHECK(entry_check(entry, len) == STRATA_STAMPS_UNKNOWN);
     }
 }
 
@@ -224,13 +236,13 @@ static void test_malformed_version_is_unknown(void)
     bytes[8] = 0;
     len = make_entry(entry, &id, &version, 1);
     REQUIRE(put_version_bytes(id, bytes, 9) == STRATA_OK); /* its 8 bytes and one more */
-    CHECK(strata_entry_stamps_check(table, entry, len) == STRATA_STAMPS_UNKNOWN);
+    CHECK(entry_check(entry, len) == STRATA_STAMPS_UNKNOWN);
     REQUIRE(put_version_bytes(id, bytes, 7) == STRATA_OK);
-    CHECK(strata_entry_stamps_check(table, entry, len) == STRATA_STAMPS_UNKNOWN);
+    CHECK(entry_check(entry, len) == STRATA_STAMPS_UNKNOWN);
     REQUIRE(put_version_bytes(id, bytes, 0) == STRATA_OK);
-    CHECK(strata_entry_stamps_check(table, entry, len) == STRATA_STAMPS_UNKNOWN);
+    CHECK(entry_check(entry, len) == STRATA_STAMPS_UNKNOWN);
     REQUIRE(put_version(id, version) == STRATA_OK);
-    CHECK(strata_entry_stamps_check(table, entry, len) == STRATA_STAMPS_CURRENT);
+    CHECK(entry_check(entry, len) == STRATA_STAMPS_CURRENT);
 }
 
 /* Every truncation and every bad header of a valid entry is unknown, never read past len (ASan
@@ -247,22 +259,68 @@ static void test_malformed_entry_is_unknown(void)
         unsigned char *copy = malloc(cut ? cut : 1);
         REQUIRE(copy);
         memcpy(copy, entry, cut);
-        CHECK(strata_entry_stamps_check(table, copy, cut) == STRATA_STAMPS_UNKNOWN);
+        CHECK(entry_check(copy, cut) == STRATA_STAMPS_UNKNOWN);
         free(copy);
     }
-    CHECK(strata_entry_stamps_check(table, entry, stamps_end) == STRATA_STAMPS_CURRENT); /* empty payload */
+    CHECK(entry_check(entry, stamps_end) == STRATA_STAMPS_CURRENT); /* empty payload */
     entry[0] = 0xE2;
-    CHECK(strata_entry_stamps_check(table, entry, len) == STRATA_STAMPS_UNKNOWN);
+    CHECK(entry_check(entry, len) == STRATA_STAMPS_UNKNOWN);
     entry[0] = 0xE1;
     entry[10] = 0xff; /* the version runs past the end */
-    CHECK(strata_entry_stamps_check(table, entry, len) == STRATA_STAMPS_UNKNOWN);
+    CHECK(entry_check(entry, len) == STRATA_STAMPS_UNKNOWN);
     entry[10] = 2;
     entry[14] = 0xff; /* the stamps run past the end */
-    CHECK(strata_entry_stamps_check(table, entry, len) == STRATA_STAMPS_UNKNOWN);
+    CHECK(entry_check(entry, len) == STRATA_STAMPS_UNKNOWN);
     entry[14] = 0; /* no stamps */
     entry[15] = 0;
-    CHECK(strata_entry_stamps_check(table, entry, len) == STRATA_STAMPS_UNKNOWN);
-    CHECK(strata_stamps_check(table, entry, 0) == STRATA_STAMPS_CURRENT);
+    CHECK(entry_check(entry, len) == STRATA_STAMPS_UNKNOWN);
+    CHECK(strata_stamps_check(table, entry, 0, NULL) == STRATA_STAMPS_CURRENT);
+}
+
+/* strata_entry_stamped reads the marker and the flags byte, within len. */
+static void test_entry_stamped(void)
+{
+    unsigned char entry[256];
+    uint64_t ids[1] = {41}, versions[1] = {1};
+    size_t len = make_entry(entry, ids, versions, 1);
+
+    CHECK(strata_entry_stamped(entry, len));
+    CHECK(strata_entry_stamped(entry, 2));
+    CHECK(!strata_entry_stamped(entry, 1));
+    CHECK(!strata_entry_stamped(entry, 0));
+    len = make_entry(entry, ids, versions, 0);
+    CHECK(!strata_entry_stamped(entry, len));
+    entry[1] = 0x80;
+    entry[0] = '4'; /* a counter's first digit */
+    CHECK(!strata_entry_stamped(entry, len));
+}
+
+/* The memo keeps one hash per slot: ids that share a slot take turns, and a hash that is not
+ * the key's (a memo kept for another table) finds nothing, so the stamp is never passed. */
+static void test_key_memo(void)
+{
+    unsigned char entry[256];
+    uint64_t ids[2] = {7, 7 + STRATA_KEY_MEMO_SLOTS}, versions[2] = {1, 2};
+    unsigned slot = 7 % STRATA_KEY_MEMO_SLOTS;
+    strata_key_memo own;
+    size_t len;
+
+    memset(&own, 0, sizeof own);
+    for (int i = 0; i < 2; i++) REQUIRE(put_version(ids[i], versions[i]) == STRATA_OK);
+    len = make_entry(entry, ids, versions, 2);
+    CHECK(strata_entry_stamps_check(table, entry, len, &own) == STRATA_STAMPS_CURRENT);
+    CHECK(own.known == (uint64_t)1 << slot);
+    CHECK(own.id[slot] == ids[1]);
+    CHECK(strata_entry_stamps_check(table, entry, len, &own) == STRATA_STAMPS_CURRENT);
+    len = make_entry(entry, ids, versions, 1);
+    own.hash[slot] ^= 1; /* ids[0] comes back and replaces it */
+    CHECK(strata_entry_stamps_check(table, entry, len, &own) == STRATA_STAMPS_CURRENT);
+    CHECK(own.id[slot] == ids[0]);
+    own.hash[slot] ^= 1;
+    CHECK(strata_entry_stamps_check(table, entry, len, &own) == STRATA_STAMPS_UNKNOWN);
+    versions[0] = 9;
+    len = make_entry(entry, ids, versions, 1);
+    CHECK(strata_entry_stamps_check(table, entry, len, &own) == STRATA_STAMPS_UNKNOWN); /* not stale */
 }
 
 /* A version whose bump could not take its shard lock is fenced: it reads as missing, so the
@@ -285,17 +343,17 @@ static void test_fenced_version_is_unknown(void)
     REQUIRE(strata_open(path, &o, &holder, &reason, &err) == STRATA_OK);
     REQUIRE(put_version(id, version) == STRATA_OK);
     len = make_entry(entry, &id, &version, 1);
-    CHECK(strata_entry_stamps_check(table, entry, len) == STRATA_STAMPS_CURRENT);
+    CHECK(entry_check(entry, len) == STRATA_STAMPS_CURRENT);
     strata_tag_key(id, key);
     shard = strata_shard_for(table, key, sizeof key);
     REQUIRE(strata_lock_shard(holder, shard, 1) == STRATA_OK);
     CHECK(put_version(id, version + 1) == STRATA_LOCK_TIMEOUT); /* the bump fenced the key */
-    CHECK(strata_entry_stamps_check(table, entry, len) == STRATA_STAMPS_UNKNOWN);
+    CHECK(entry_check(entry, len) == STRATA_STAMPS_UNKNOWN);
     CHECK(strata_unlock_shard(holder, shard) == STRATA_OK);
     strata_close(holder);
     /* The next writer of the shard drops the old version with the fence. */
     REQUIRE(put_version(id, version + 1) == STRATA_OK);
-    CHECK(strata_entry_stamps_check(table, entry, len) == STRATA_STAMPS_STALE);
+    CHECK(entry_check(entry, len) == STRATA_STAMPS_STALE);
 }
 
 /* A writer bumps one tag's version 1, 2, 3, ... and publishes each number once its write has
@@ -340,7 +398,7 @@ static void test_concurrent_bump(void)
         if (seen == 0) continue;
         versions[1] = seen - 1;
         len = make_entry(entry, ids, versions, 2);
-        if (strata_entry_stamps_check(table, entry, len) == STRATA_STAMPS_CURRENT) stale_passed++;
+        if (entry_check(entry, len) == STRATA_STAMPS_CURRENT) stale_passed++;
         checks++;
         if (seen == b.last) break;
     }
@@ -353,7 +411,7 @@ static void test_concurrent_bump(void)
     REQUIRE(put_version(62, 1) == STRATA_OK);
     versions[1] = b.last;
     len = make_entry(entry, ids, versions, 2);
-    CHECK(strata_entry_stamps_check(table, entry, len) == STRATA_STAMPS_CURRENT);
+    CHECK(entry_check(entry, len) == STRATA_STAMPS_CURRENT);
 }
 
 int main(void)
@@ -383,6 +441,8 @@ int main(void)
     run("get_at_reads_the_clock_once", test_get_at_reads_the_clock_once);
     run("malformed_version_is_unknown", test_malformed_version_is_unknown);
     run("malformed_entry_is_unknown", test_malformed_entry_is_unknown);
+    run("entry_stamped", test_entry_stamped);
+    run("key_memo", test_key_memo);
     run("fenced_version_is_unknown", test_fenced_version_is_unknown);
     run("concurrent_bump", test_concurrent_bump);
     strata_close(table);

@@ -33,10 +33,15 @@ class StrataStoreVmStatTest < Strata::StoreCase
 
   private
 
+  TAGS = %w[vm/a vm/b vm/c vm/d].freeze
+
   def workload(cache, operations)
     operations.times do |i|
       key = "key#{i % 50}"
-      case i % 8
+      case i % 10
+      # tagged: hits (their stamps checked in the host table's read), nested fetches, invalidations
+      when 8 then cache.fetch("tagged-#{i % 3}", tags: TAGS) { cache.fetch("inner-#{i % 3}", tags: TAGS.first(1)) { i } }
+      when 9 then (i % 100 == 9) ? cache.invalidate_tags(TAGS.last) : cache.fetch("tagged-#{i % 3}", tags: TAGS) { i }
       when 0 then cache.write(key, "value #{i}")
       when 1 then cache.read(key)
       when 2 then cache.fetch(key) { [i, "computed"] }

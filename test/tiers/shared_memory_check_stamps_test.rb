@@ -114,12 +114,56 @@ module Strata
         reader&.close
       end
 
+      # get_current: get with the check in the same call (Tier#get_current, Stack#get_host).
+      def test_get_current_gives_what_passed_the_check_and_false_for_the_rest
+        versions = @dependencies.versions(@ids)
+        @table.set("current", entry(@ids, versions))
+        @table.set("plain", Entry.encode("value"))
+        @table.set("counter", "42")
+        stale = versions.dup
+        stale[1] += 1
+        @table.set("stale", entry(@ids, stale))
+
+        assert_equal entry(@ids, versions), @table.get_current("current")
+        assert_equal Entry.encode("value"), @table.get_current("plain")
+        assert_equal "42", @table.get_current("counter")
+        assert_nil @table.get_current("absent")
+        assert_equal false, @table.get_current("stale")
+        assert_equal entry(@ids, stale), @table.get("stale"), "left for the stack to drop"
+
+        @table.delete(@dependencies.version_key(@ids[2]))
+
+        assert_equal false, @table.get_current("current"), "a version this table does not hold"
+        @table.set("malformed", entry(@ids, versions).byteslice(0, Entry::HEADER_BYTES + 8))
+
+        assert_equal false, @table.get_current("malformed")
+      end
+
+      def test_get_current_by_default_leaves_every_stamped_entry_to_the_stack
+        tier = Class.new do
+          include Strata::Tier
+
+          def initialize(held)
+            @held = held
+          end
+
+          def get(key)
+            @held[key]
+          end
+        end.new("stamped" => entry(@ids, @dependencies.versions(@ids)), "plain" => Entry.encode("value"))
+
+        assert_equal false, tier.get_current("stamped")
+        assert_equal Entry.encode("value"), tier.get_current("plain")
+        assert_nil tier.get_current("absent")
+      end
+
       def test_bad_arguments_and_a_closed_table
         assert_raises(TypeError) { @table.check_stamps(nil) }
         assert_raises(TypeError) { @table.check_stamps(42) }
         @table.close
         error = assert_raises(Strata::Error) { @table.check_stamps(Entry.encode("value")) }
         assert_equal "closed", error.message
+        assert_raises(Strata::Error) { @table.get_current("key") }
       end
     end
   end

@@ -350,10 +350,13 @@ module ActiveSupport
       end
 
       # Whether options' tags: name a tag a transaction open in this thread changed: the fetch
-      # then runs as with force: true (no read), and its write is withheld (#write_entry).
+      # then runs as with force: true (no read), and its write is withheld (#write_entry). nil
+      # (not hidden either) when there are tags and no transaction has any pending.
       def hidden_by_transaction?(options)
         tags = options[:tags]
-        (tags && Strata::TransactionTags.current) ? Strata::TransactionTags.hides_ids?(tag_ids(tags)) : false
+        return false unless tags
+
+        Strata::TransactionTags.current ? Strata::TransactionTags.hides_ids?(tag_ids(tags)) : nil
       end
 
       # A value that depends on changes a transaction open in this thread has not committed is

@@ -50,14 +50,16 @@ module Strata
     # makes no object: true when every one is current, false when the table holds a different
     # version for one, nil when some version is not here or not well-formed (the caller then asks
     # the tiers below). Dependencies#current? calls it when this table is the top tier
-    # (ext/strata/stamp_check.h).
+    # (ext/strata/stamp_check.h). get_current(key) is get with that check made in the same call
+    # on a stamped entry (Strata::Tier#get_current; the stack's probe of the host table, which
+    # a tagged fetch hit takes): its bytes when current, false when stale or not settled here.
     #
     # set, add and cas take the value as a String or as a Strata::Entry::Split, whose head and
     # payload are copied into the item one after the other: one copy of a large value, where
     # joining them first would take two and a fresh allocation.
     #
-    # get, get_multi, get_with_cas, set, add, cas, delete, incr, decr, check_stamps, keys, cleanup,
-    # clear, stats, max_value_size, size, close and closed? are implemented in C
+    # get, get_multi, get_with_cas, get_current, set, add, cas, delete, incr, decr, check_stamps,
+    # keys, cleanup, clear, stats, max_value_size, size, close and closed? are implemented in C
     # (ext/strata/shared_memory_ext.c).
     class SharedMemory
       include Strata::Tier

@@ -116,16 +116,15 @@ module ActiveSupport
         # The value in bytes when the entry is live and not of another version, else MISS. The hit
         # path needs nothing else, so it builds no Entry; expiry and version follow Entry#expired?
         # and Entry#mismatched? (Time.now, so time helpers move both paths alike).
-        def live_value(bytes, raw, version)
+        # none_pending: the caller has just found that no transaction has tags pending
+        # (Strata::TransactionTags.current), so a stamped entry needs no second look.
+        def live_value(bytes, raw, version, none_pending = false)
           return counter_value(bytes, raw) if Strata::Entry.counter?(bytes)
-
-          plain = Strata::Entry.plain_string(bytes)
-          return plain if plain
 
           # A stamped one too (the stack checked its stamps), unless a transaction open in this
           # context changed tags, which the slow path below checks.
-          plain = Strata::Entry.plain_stamped_string(bytes)
-          return plain if plain && !Strata::TransactionTags.current
+          plain = Strata::Entry.plain_string(bytes) { none_pending || !Strata::TransactionTags.current }
+          return plain if plain
 
           decoded = Strata::Entry.decode(bytes)
           return MISS if decoded.flags & Strata::Entry::STAMPED != 0 && Strata::TransactionTags.hides_entry?(decoded)

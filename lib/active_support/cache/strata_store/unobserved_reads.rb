@@ -39,15 +39,19 @@ module ActiveSupport
           # A hit reads nothing of tags: (the entry carries its stamps), so a fetch given only
           # tags probes with the store's own options, and merges the given ones when it misses:
           # the merge (two Hash copies and the alias scan) cost a tagged hit more than its stamps.
-          merged = merged_options(options) if options && !(options.size == 1 && options.key?(:tags))
+          merged = merged_options(options) if options && !(options.size == 1 && options[:tags])
           probe = merged || @options
-          return super if probe[:force] || hidden_by_transaction?(merged || options || probe)
+          return super if probe[:force]
+
+          hidden = hidden_by_transaction?(merged || options || probe)
+          return super if hidden
 
           key = normalize_key(name, probe)
           version = normalize_version(name, probe)
           local = local_cache
           unless local
-            value = host_hit(key, probe, version)
+            # nil: no transaction has tags pending, which a stamped hit then need not ask again.
+            value = host_hit(key, probe, version, hidden.nil?)
             return value unless Codec::MISS.equal?(value)
           end
           options = merged || (options ? merged_options(options) : @options)
@@ -69,7 +73,7 @@ module ActiveSupport
           return super if observed?(READ_EVENT) || local_cache
 
           options = options ? merged_options(options) : @options
-          value = host_hit(normalize_key(name, options), options, normalize_version(name, options))
+          value = host_hit(normalize_key(name, options), options, normalize_version(name, options), false)
           Codec::MISS.equal?(value) ? super : value
         end
 
@@ -78,9 +82,10 @@ module ActiveSupport
         # The live value under key in the host table, when that is the top tier; else Codec::MISS.
         # Lower tiers are left to one read further on. Not with an active local cache: it answers
         # first.
-        def host_hit(key, options, version)
+        # none_pending: as Codec#live_value's.
+        def host_hit(key, options, version, none_pending)
           bytes = @stack.get_host(key)
-          bytes ? @codec.live_value(bytes, options[:raw], version) : Codec::MISS
+          bytes ? @codec.live_value(bytes, options[:raw], version, none_pending) : Codec::MISS
         rescue Strata::Error
           Codec::MISS # the base path reads again and reports the failure once
         end
