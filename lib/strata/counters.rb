@@ -8,7 +8,8 @@ module Strata
   # The host's counters (ext/strata/counters.h): per tier, per store and per operation figures
   # that every process of the host adds to, and that anyone can read (SharedMemory#counters,
   # `strata stats`). With an L1 table they live in its file, in a slot per process; without
-  # one they are this process's only, in an Array (#shared? says which).
+  # one they are this process's only, in a Counters::Local (C) of their own (#shared? says
+  # which).
   #
   # Figures are named as in counters.h ("l1.hits", "store.fills", "op.read_hit.us"); #add takes
   # the index (INDEX) of one. The L1 table counts its own reads, writes, deletes and evictions in
@@ -83,7 +84,7 @@ module Strata
     end
 
     # Seconds between started (Clock.monotonic_us) and now, added as one wait to the waits and
-    # wait_us figures at index (LOCK_WAITS or LEASE_WAITS). The seconds waited.
+    # wait_us figures at index (LOCK_WAITS or LEASE_WAITS; its _us word follows). The seconds.
     def waited(index, started)
       us = Clock.monotonic_us - started
       add(index)
@@ -123,80 +124,6 @@ module Strata
       whole.zero? ? nil : part.fdiv(whole).round(4)
     end
 
-    # The figures of one tier row (memcached or sql) for the stack: counts only cache keys (the
-    # stack's own keys start with a NUL byte) and passes each answer through.
-    class Row
-      def initialize(counters, tier)
-        @counters = counters
-        @sink = counters.sink
-        @at = INDEX.fetch("#{tier}.hits")
-      end
-
-      # bytes, counted as a hit (non-nil) or a miss of key.
-      def read(key, bytes)
-        @sink._count(bytes.nil? ? @at + 1 : @at, 1) unless key.getbyte(0) == 0
-        bytes
-      end
-
-      # found: a Hash of the keys wanted that were found; a hit each, and a miss each for the
-      # rest (cache keys only).
-      def read_many(keys, found)
-        wanted = keys.count { |key| key.getbyte(0) != 0 }
-        hits = found.count { |key, _| key.getbyte(0) != 0 }
-        @counters.add(@at, hits) unless hits.zero?
-        @counters.add(@at + 1, wanted - hits) if wanted > hits
-        found
-      end
-
-      # stored (true or false), counted as a write or a refused write of key.
-      def wrote(key, stored)
-        @counters.add(@at + (stored ? 2 : 3)) unless key.getbyte(0) == 0
-        stored
-      end
-
-      # results: key => stored, counted as #wrote each.
-      def wrote_many(results)
-        stored = results.count { |_key, ok| ok }
-        @counters.add(@at + 2, stored) unless stored.zero?
-        @counters.add(@at + 3, results.size - stored) if results.size > stored
-        results
-      end
-
-      # deleted (true when something was removed), counted as a delete of key when true.
-      def deleted(key, deleted)
-        @counters.add(@at + 4) if deleted && key.getbyte(0) != 0
-        deleted
-      end
-
-      # results: key => deleted, counted as #deleted each.
-      def deleted_many(results)
-        removed = results.count { |_key, ok| ok }
-        @counters.add(@at + 4, removed) unless removed.zero?
-        results
-      end
-
-      # A failure the stack met on the tier: a value too large for it is a refused write, any
-      # other an error of its kind (Counters.error_kind).
-      def failed(error)
-        return @counters.add(@at + 3) if error.is_a?(ValueTooLargeError)
-
-        @counters.add(@at + 6 + Counters.error_kind(error))
-      end
-    end
-
-    # A Row that counts nothing: what a tier counts through before the stack gives it one.
-    class Row
-      NONE = Object.new
-      def NONE.read(_key, bytes) = bytes
-      def NONE.read_many(_keys, found) = found
-      def NONE.wrote(_key, stored) = stored
-      def NONE.wrote_many(results) = results
-      def NONE.deleted(_key, deleted) = deleted
-      def NONE.deleted_many(results) = results
-      def NONE.failed(_error) = nil
-      NONE.freeze
-    end
-
     # 0 for a timeout, 1 for a connection that failed (refused, reset, closed, a server down, no
     # free connection), 2 for anything else; from the error and its causes, by class and message.
     def self.error_kind(error)
@@ -221,3 +148,5 @@ module Strata
     private_class_method :connection_error?
   end
 end
+
+require "strata/counters/row"
