@@ -87,6 +87,19 @@ class StatsCountersTest < Minitest::Test
     assert_match(/^store +0 processes +ratio=100.0% read_hit=2 /, out, "the process closed its store: its slot is free, its counts stay")
   end
 
+  # A file of the previous layout (3, without the counters region) is reported and left as it
+  # is: the app's next open rebuilds it (table.c, file_validate), strata stats never does.
+  def test_a_file_of_the_previous_layout_is_refused_and_left_alone
+    assert_equal 0, reap_child(fork_tracked { work(0) })&.exitstatus
+    File.open(@l1_path, "r+b") { |f| f.pwrite([3].pack("L<"), 8) } # the layout version word
+    before = File.binread(@l1_path, 4096)
+
+    l1 = stats_json[:l1]
+
+    assert_match(/layout version 3, this build reads 4/, l1[:error])
+    assert_equal before, File.binread(@l1_path, 4096)
+  end
+
   private
 
   # A process's work on its own store: n + 2 writes, their reads, n + 1 reads of absent keys.
