@@ -32,6 +32,19 @@ class StrataStoreHostCountersTest < Strata::StoreCase
     assert counters[:shared]
   end
 
+  # A write the table could not make (its shard lock held past lock_timeout) is a refused
+  # write and a timeout in the L1 row; the value too large for the table, a refused write.
+  def test_l1_counts_refused_writes_and_timeouts
+    table = open_table
+    with_shard_locked(table, tier_key(store, "k")) do
+      capture_reports { store.write("k", "v") }
+    end
+    capture_reports { store.write("big", "x" * (TABLE_SIZE / 2)) }
+
+    l1 = store.stats[:counters][:tiers][:l1]
+    assert_equal [0, 2, 1, 0, 0], l1.values_at(:writes, :writes_refused, :errors_timeout, :errors_connection, :errors_other)
+  end
+
   # Another handle on the table, as another process would open it, reads the same figures.
   def test_the_table_reads_the_figures_every_process_adds_to
     store.write("a", 1)
