@@ -129,6 +129,44 @@ class StrataStoreHostCountersTest < Strata::StoreCase
     [holder, waiter].each { |thread| thread&.join(DEADLINE) }
   end
 
+  # fetch_multi reads its misses through as fetch does: its cache_read_multi carries waited:.
+  def test_a_fetch_multi_that_waited_on_the_host_lock_says_so
+    filling = Queue.new
+    finish = Queue.new
+    holder = Thread.new do
+      store.fetch("k") do
+        filling << true
+        finish.pop
+      end
+    end
+    filling.pop
+    polled = Queue.new
+    go_on = Queue.new
+    store.stack.instance_variable_get(:@single_flight).define_singleton_method(:pause) do |interval|
+      polled << true
+      go_on.pop
+      interval
+    end
+    read = nil
+    waiter = Thread.new do
+      read = capture_events("cache_read_multi.active_support") do
+        Thread.current[:values] = store.fetch_multi("k", "j") { |name| "#{name} computed" }
+      end
+    end
+    polled.pop
+    finish << "filled"
+    holder.join(DEADLINE)
+    go_on << true
+    waiter.join(DEADLINE)
+
+    assert_equal({"k" => "filled", "j" => "j computed"}, waiter[:values])
+    assert_operator read.first[:waited], :>, 0
+  ensure
+    finish&.push("filled")
+    go_on&.push(true)
+    [holder, waiter].each { |thread| thread&.join(DEADLINE) }
+  end
+
   # A reader on another host that lost memcached's lease to the refill of an invalidated key is
   # served the stale value: its cache_read and cache_fetch_hit say stale: true.
   def test_a_stale_value_served_while_another_host_refills_says_so

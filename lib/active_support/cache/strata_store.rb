@@ -78,9 +78,10 @@ module ActiveSupport
       # The read-throughs under way in this fiber (Thread#[] is fiber-local; see #read_throughs).
       READ_THROUGHS = :__strata_store_read_throughs
       # One fiber's read-throughs: fill, the Strata::Fill of the innermost fetch; multi, the
-      # innermost fetch_multi's fills by key (for its write_multi_entries), and multi_unread,
-      # whether that fetch_multi has yet to read its misses through (its one read_multi_entries).
-      ReadThroughs = Struct.new(:fill, :multi, :multi_unread)
+      # innermost fetch_multi's fills by key (for its write_multi_entries), multi_unread,
+      # whether that fetch_multi has yet to read its misses through (its one read_multi_entries),
+      # and multi_event, its cache_read_multi payload meanwhile (see #_instrument).
+      ReadThroughs = Struct.new(:fill, :multi, :multi_unread, :multi_event)
       # The Strata::Dependencies::Capture of the fetch block running in this fiber.
       CAPTURE = :__strata_store_capture
       INVALIDATE_EVENT = "invalidate.strata"
@@ -346,6 +347,20 @@ module ActiveSupport
         super(operation, key, options ? options.merge(found) : found, &block)
       end
 
+      # fetch_multi's cache_read_multi payload is where its misses' read-throughs note waited:
+      # and stale: (as a fetch's read does in cache_read), but Rails' fetch_multi does not hand
+      # it to read_multi_entries: it is kept in the fiber's ReadThroughs while the event runs.
+      def _instrument(operation, multi: false, options: nil, **payload, &block)
+        return super unless multi && operation == :read_multi && block && (state = read_throughs).multi_unread
+
+        super do |event|
+          state.multi_event = event
+          block.call(event)
+        ensure
+          state.multi_event = nil
+        end
+      end
+
       # The block's value; its run counted as a fill (Strata::Counters), with its time.
       def counted_fill
         started = Strata::Clock.monotonic_us
@@ -358,7 +373,7 @@ module ActiveSupport
 
       # This fiber's ReadThroughs: the one place the adapter keeps read-through state per fiber.
       def read_throughs
-        Thread.current[READ_THROUGHS] ||= ReadThroughs.new(nil, nil, false)
+        Thread.current[READ_THROUGHS] ||= ReadThroughs.new(nil, nil, false, nil)
       end
 
       # The Strata::Fill of the fetch of key running in this fiber, if any.
@@ -519,7 +534,7 @@ module ActiveSupport
         state = read_throughs
         if state.multi_unread
           state.multi_unread = false # only fetch_multi's own read reads through
-          read_through_misses(keys_to_names.keys - found.keys, found, state.multi, event)
+          read_through_misses(keys_to_names.keys - found.keys, found, state.multi, event || state.multi_event)
         end
         keys_to_names.each_with_object({}) do |(key, name), results|
           next unless (bytes = found[key])
