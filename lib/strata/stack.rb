@@ -1,5 +1,6 @@
 # frozen_string_literal: true
 
+require "strata/counters"
 require "strata/errors"
 require "strata/entry"
 require "strata/dependencies"
@@ -47,8 +48,10 @@ module Strata
     #   cap. With a tier shared by hosts below it (memcached) and nothing else to tell this host
     #   of their writes (no poller), another host's write or delete of a key then reaches this
     #   host's copy within host_ttl: the copy lapses, and the next read takes the shared tier's.
+    # counters: a Strata::Counters: each tier with a Tier#counter_row counts its figures there
+    #   (and the stack its failures), and the read-through its waits and stale hits; nil: none.
     def initialize(tiers, on_error: nil, fill_wait: DEFAULT_FILL_WAIT,
-      coherence_interval: Dependencies::DEFAULT_COHERENCE_INTERVAL, on_stamps: nil, host_ttl: nil)
+      coherence_interval: Dependencies::DEFAULT_COHERENCE_INTERVAL, on_stamps: nil, host_ttl: nil, counters: nil)
       raise ArgumentError, "a stack needs at least one tier" if tiers.empty?
       raise ArgumentError, "fill_wait must be a number of seconds >= 0" unless fill_wait.is_a?(Numeric) && fill_wait >= 0
 
@@ -64,6 +67,7 @@ module Strata
       below_lease = leased ? (@tiers.size - 1).downto(leased + 1).to_a : []
       @unfenced_below_lease = below_lease.reject { |index| @tiers[index].capabilities[:tombstones] }.freeze
       @on_stamps = on_stamps
+      @counter_rows = counter_rows(counters)
       @dependencies = Dependencies.new(@tiers, @names, on_error: on_error, coherence_interval: coherence_interval)
       if host_ttl && !(host_ttl.is_a?(Numeric) && host_ttl > 0)
         raise ArgumentError, "host_ttl must be nil or a number of seconds > 0, got #{host_ttl.inspect}"
@@ -74,7 +78,7 @@ module Strata
       @host_ttl = host_ttl&.to_f
       @single_flight = if fill_wait > 0
         SingleFlight.new(@tiers, @names, fill_wait, current: method(:current), backfill: method(:backfill), failed: method(:failed),
-          ttl_at: method(:ttl_at))
+          ttl_at: method(:ttl_at), counters: counters)
       end
     end
 
@@ -135,7 +139,7 @@ module Strata
       end
       return nil if bytes.nil?
 
-      bytes = @tiers[0].get(key)
+      bytes = @tiers[0].probe(key)
       (bytes && Entry.stamped?(bytes)) ? current(key, bytes, 0) : bytes
     end
 
@@ -580,7 +584,18 @@ module Strata
       failed(error, index)
     end
 
+    # The Counters::Row of each tier that has one (Tier#counter_row), given to the tier too.
+    def counter_rows(counters)
+      @tiers.map do |tier|
+        row = counters && tier.counter_row
+        next unless row
+
+        Counters::Row.new(counters, row).tap { |counted| tier.count_in(counted) }
+      end.freeze
+    end
+
     def failed(error, index, info = nil)
+      @counter_rows[index]&.failed(error)
       name = @names[index]
       (info[:failed_tiers] ||= []) << name if info
       @on_error&.call(error, name)

@@ -44,16 +44,23 @@ module Strata
     # holds tag versions (Strata::Dependencies keeps them in the stack's tiers) may check a
     # stamped entry (Entry.stamped?) in the same call: its bytes when the tier found every stamp
     # current, false when it did not (stale, or not settled there: the stack then reads and
-    # checks it as any read does). Other bytes, and nil, as #get. By default, false for every
-    # stamped entry.
+    # checks it as any read does). Other bytes, and nil, as #get. Counted as #probe counts (a
+    # hit only). By default, false for every stamped entry.
     def get_current(key)
-      bytes = get(key)
+      bytes = probe(key)
       (bytes && Entry.stamped?(bytes)) ? false : bytes
     end
 
     # Optional. #get for the stack's read-back of its own write (Stack#settle): a tier that keeps
     # hit and miss counts leaves them alone, so that they count the app's reads only.
     def peek(key)
+      get(key)
+    end
+
+    # Optional. #get for the stack's probe of the host tier before a read that, on a miss, reads
+    # key again (Stack#get_host): a tier that keeps hit and miss counts counts a hit only, so
+    # that a miss is counted once, by the read that follows.
+    def probe(key)
       get(key)
     end
 
@@ -172,6 +179,18 @@ module Strata
     # Optional. A Hash of counters about this tier.
     def stats
       {}
+    end
+
+    # Optional. The row of the host's counters (Strata::Counters::TIERS: "memcached", "sql") this
+    # tier's figures go in, or nil when the stack keeps none for it (the L1 table counts its own,
+    # in C). A tier with a row counts its reads, writes and deletes of cache keys through the
+    # Strata::Counters::Row the stack gives #count_in; the stack counts its failures there.
+    def counter_row
+      nil
+    end
+
+    # Optional (with #counter_row). Counts through row (a Strata::Counters::Row) from now on.
+    def count_in(row)
     end
 
     # Optional. Release files and connections.
