@@ -5,6 +5,7 @@ require "securerandom"
 require "active_support"
 require "active_support/cache/strata_store"
 require "strata/dashboard"
+require "strata/dashboard/sampler"
 require "support/child_processes"
 require "support/fake_clock"
 
