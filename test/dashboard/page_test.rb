@@ -62,8 +62,9 @@ class DashboardPageTest < Minitest::Test
     %i[curr_items bytes get_hits get_misses evictions].each { |name| expected["l2.0.#{name}"] = stats[:memcached][0][name] }
     assert_equal expected.transform_values(&:to_s), figures.slice(*expected.keys)
     misses = rows(dom, "top-misses")
-    namespace = @store.options[:namespace]
-    assert_equal 4.times.map { |i| "#{namespace}:user/#{i}" }, misses.map(&:first).grep(/user/).sort
+    # The events' keys carry the namespace from Active Support 7.2 on.
+    keys = misses.map(&:first).grep(/user/).map { |key| key.delete_prefix("#{@store.options[:namespace]}:") }
+    assert_equal %w[user/0 user/1 user/2 user/3], keys.sort
     assert_equal [["posts", "1"]], rows(dom, "top-invalidations")
     assert_equal 4, rows(dom, "top-fill-time").count { |key, _ms, fills| key.include?("user/") && fills == "1" }
   end

@@ -47,6 +47,7 @@ module Strata
         @every = every
         @clock = clock
         @lock = Mutex.new
+        @publishing = Mutex.new
         @lists = {misses: TopK.new(CAPACITY), fill_time: TopK.new(CAPACITY), invalidations: TopK.new(CAPACITY)}
         @seen = 0
         @pid = Process.pid
@@ -87,7 +88,7 @@ module Strata
           when :invalidate then Array(payload[:tags]).each { |tag| @lists[:invalidations].add(cut(tag)) }
           end
         end
-        publish if due?
+        publish_if_due
       end
 
       # This process's sample: {pid:, host:, every:, misses: [[key, count, count], ...],
@@ -103,6 +104,24 @@ module Strata
       # while no other process has taken it since it lapsed, else the first free one from a
       # place given by the pid. False when the table holds no free slot or refused the write.
       def publish
+        @publishing.synchronize { publish! }
+      end
+
+      private
+
+      # Publishes when a second has passed since the last time, unless another thread is
+      # publishing right now.
+      def publish_if_due
+        return unless @publishing.try_lock
+
+        begin
+          publish! if @published_at.nil? || @clock.call - @published_at >= PUBLISH_INTERVAL
+        ensure
+          @publishing.unlock
+        end
+      end
+
+      def publish!
         @published_at = @clock.call
         return false unless @table
 
@@ -115,12 +134,6 @@ module Strata
       rescue Strata::Error => e # a publication that fails is only a missed second
         ActiveSupport.error_reporter&.report(e, handled: true, source: "strata.dashboard")
         false
-      end
-
-      private
-
-      def due?
-        @published_at.nil? || @clock.call - @published_at >= PUBLISH_INTERVAL
       end
 
       def own_slot?(slot)

@@ -93,7 +93,7 @@
 
   // ---- line charts -----------------------------------------------------------------------------
 
-  const W = 600, H = 220, LEFT = 48, RIGHT = 110, TOP = 10, BOTTOM = 24;
+  const W = 400, H = 200, LEFT = 40, RIGHT = 92, TOP = 10, BOTTOM = 22;
 
   function niceMax(value) {
     if (!(value > 0)) return 1;
