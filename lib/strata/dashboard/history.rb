@@ -4,17 +4,18 @@ module Strata
   class Dashboard
     # The page's time series, kept by the dashboard's process: a ring of CAPACITY points, one per
     # snapshot (Stats#snapshot) recorded, each what changed since the one before. Figures that
-    # are running totals become rates over the interval: a tier's hit ratio, each operation's
-    # mean latency, the store's fills, waits, stale hits and invalidations. A total that went
-    # down (a restarted server or a rebuilt table) gives no point for that interval.
+    # are running totals become rates over the interval: each tier's and the store's hit ratio,
+    # each operation's mean latency, the store's fills, waits, stale hits and invalidations. A
+    # total that went down (a restarted server, a rebuilt table) gives no point for that interval.
     #
-    # Where the figures come from: each tier's "counters" (hits, misses, operations: {name =>
-    # {count:, total_us:}}) and the snapshot's "store" section, when the build has them; without
-    # counters, memcached's hit ratio is its servers' own get_hits and get_misses (over every
-    # client of them). Thread-safe: one lock around the ring.
+    # Where the figures come from, when the snapshot has them (the host's counters): l1's and
+    # sql's "counters" and the top-level "memcached_counters" (hits, misses, ...), "store" (its
+    # figures, and operations: {name => {count:, timed:, us:}}; a tier's counters may carry
+    # operations too). Without counters, memcached's hit ratio is its servers' own get_hits and
+    # get_misses (over every client of them). Thread-safe: one lock around the ring.
     class History
       CAPACITY = 600 # points: ten minutes at one a second
-      STORE_FIGURES = %i[fills waits stale invalidations].freeze
+      STORE_FIGURES = %i[fills lock_waits lease_waits stale_hits invalidations].freeze
 
       def initialize(capacity: CAPACITY)
         @capacity = capacity
@@ -43,43 +44,48 @@ module Strata
 
       private
 
-      # The running totals in snapshot: {hits: {tier => [hits, misses]}, ops: {"tier.op" =>
-      # [count, total_us]}, store: {figure => count}}.
+      # The running totals in snapshot: {hits: {line => [hits, misses]}, ops: {name => [timed,
+      # us]}, store: {figure => count}}.
       def totals(snapshot)
         hits = {}
         ops = {}
         tier_counters(snapshot).each do |tier, counters|
-          hits[tier] = [counters[:hits], counters[:misses]] if counters[:hits] && counters[:misses]
-          (counters[:operations] || {}).each do |op, figures|
-            ops["#{tier}.#{op}"] = [figures[:count], figures[:total_us]] if figures.is_a?(Hash)
-          end
+          hits[tier] = [counters[:hits], counters[:misses]] if counters[:hits].is_a?(Integer) && counters[:misses].is_a?(Integer)
+          add_operations(ops, "#{tier}.", counters[:operations])
         end
         hits[:l2] ||= memcached_server_hits(snapshot[:memcached])
-        hits.compact!
-        store = (snapshot[:store] || {}).slice(*STORE_FIGURES).select { |_, value| value.is_a?(Integer) }
-        {hits: hits, ops: ops, store: store}
+        store = snapshot[:store].is_a?(Hash) ? snapshot[:store] : {}
+        add_operations(ops, "", store[:operations])
+        hits[:store] = store_reads(store[:operations])
+        {hits: hits.compact, ops: ops, store: store.slice(*STORE_FIGURES).select { |_, value| value.is_a?(Integer) }}
       end
 
-      # tier => its counters, for the tiers whose section has them (memcached's summed over
-      # servers).
+      # tier => its counters, for the tiers the snapshot has them for.
       def tier_counters(snapshot)
-        found = {}
-        found[:l1] = snapshot[:l1][:counters] if counters?(snapshot[:l1])
-        servers = Array(snapshot[:memcached]).select { |server| counters?(server) }.map { |server| server[:counters] }
-        found[:l2] = servers.reduce { |sum, counters| add(sum, counters) } if servers.any?
-        found[:l3] = snapshot[:sql][:counters] if counters?(snapshot[:sql])
-        found
+        {l1: snapshot.dig(:l1, :counters), l2: snapshot[:memcached_counters], l3: snapshot.dig(:sql, :counters)}
+          .select { |_, counters| counters.is_a?(Hash) }
+      rescue TypeError # a section that is not a Hash (an error) has no counters
+        {}
       end
 
-      def counters?(section)
-        section.is_a?(Hash) && section[:counters].is_a?(Hash)
-      end
+      # Each operation's [calls timed, their total microseconds] into ops, its name prefixed.
+      def add_operations(ops, prefix, operations)
+        return unless operations.is_a?(Hash)
 
-      def add(a, b)
-        if a.is_a?(Hash) && b.is_a?(Hash) then a.merge(b) { |_, x, y| add(x, y) }
-        elsif a.is_a?(Numeric) && b.is_a?(Numeric) then a + b
-        else a
+        operations.each do |name, figures|
+          next unless figures.is_a?(Hash)
+
+          calls = figures[:timed] || figures[:count]
+          us = figures[:us] || figures[:total_us]
+          ops["#{prefix}#{name}"] = [calls, us] if calls.is_a?(Integer) && us.is_a?(Integer)
         end
+      end
+
+      # The store's reads: [read hits, fetch misses], when it counts them.
+      def store_reads(operations)
+        hits = operations.is_a?(Hash) && operations.dig(:read_hit, :count)
+        misses = operations.is_a?(Hash) && operations.dig(:fetch_miss, :count)
+        [hits, misses] if hits.is_a?(Integer) && misses.is_a?(Integer)
       end
 
       def memcached_server_hits(servers)

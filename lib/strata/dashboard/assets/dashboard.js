@@ -57,6 +57,10 @@
     cell.appendChild(el("span", { class: "error" }, text));
   }
 
+  function countersRow(body, tier, counters) {
+    if (counters) tierRow(body, tier, "host counters", (cell) => counterPairs(cell, tier, counters));
+  }
+
   function drawTiers(stats) {
     const body = document.querySelector("#tiers tbody");
     body.replaceChildren();
@@ -68,26 +72,34 @@
         const pair = el("span", { class: "pair" }, "fill=");
         pair.appendChild(el("b", { "data-figure": "l1.slot_fill_percent" }, (l1.slot_fill * 100).toFixed(2) + "%"));
         cell.appendChild(pair);
-        counterPairs(cell, "l1", l1.counters);
       });
+      countersRow(body, "l1", l1.counters);
     }
     (stats.memcached || []).forEach((server, index) => {
       tierRow(body, "l2", server.server, (cell) => {
         if (server.state !== "up") return errorText(cell, "unreachable: " + server.error);
         pairs(cell, "l2." + index, server, ["curr_items", "bytes", "get_hits", "get_misses", "evictions", "curr_connections"]);
-        counterPairs(cell, "l2." + index, server.counters);
       });
     });
+    countersRow(body, "l2", stats.memcached_counters);
     const sql = stats.sql;
     if (sql) {
       tierRow(body, "l3", sql.source, (cell) => {
         if (sql.error) return errorText(cell, sql.error);
         pairs(cell, "l3", sql, ["rows", "bytes", "tombstones", "log_rows", "log_head", "versions_rows"]);
-        counterPairs(cell, "l3", sql.counters);
       });
+      countersRow(body, "l3", sql.counters);
     }
-    if (stats.store) {
-      tierRow(body, "store", "all processes", (cell) => counterPairs(cell, "store", stats.store));
+    const store = stats.store;
+    if (store) {
+      tierRow(body, "store", "all processes", (cell) => {
+        counterPairs(cell, "store", store);
+        Object.entries(store.operations || {}).forEach(([name, op]) => {
+          const pair = el("span", { class: "pair" }, name + "=");
+          pair.appendChild(el("b", { "data-figure": "store.operations." + name + ".count" }, op.count));
+          cell.appendChild(pair);
+        });
+      });
     }
   }
 
