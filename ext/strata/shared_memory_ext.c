@@ -4,8 +4,10 @@
  * table logic lives here (table.h).
  */
 #include "shared_memory_ext.h"
+#include "counters_ext.h"
 #include "ext_common.h"
 #include "table.h"
+#include "counters.h"
 #include "stamp_check.h"
 #include "value_memo.h"
 
@@ -80,6 +82,45 @@ static shm *shm_open_handle(VALUE self)
         rb_raise(strata_error_class("Strata::Error"), s->closed ? "closed" : "not opened");
     }
     return s;
+}
+
+strata_table *strata_shm_table(VALUE self) { return shm_open_handle(self)->t; }
+
+/* ------------------------------------------------------------------------------------------ */
+/* The host's counters (counters.h)                                                           */
+/* ------------------------------------------------------------------------------------------ */
+
+/* Count one c in the L1 row of the host's counters, for a cache key: the stack's own keys (host
+ * locks, tag versions, the poller's) start with a NUL byte and are not the app's reads. */
+static inline void count_l1(shm *s, const char *key, enum strata_tier_counter c)
+{
+    if (key[0] != 0) strata_counter_add(strata_counter_words(s->t), STRATA_TIER_COUNTER(STRATA_ROW_L1, c), 1);
+}
+
+/* A write's outcome in the L1 row: stored, refused (not stored, a lock that timed out, a value
+ * too large), or a failure of the table. */
+static void count_l1_write(shm *s, const char *key, strata_status st)
+{
+    switch (st) {
+    case STRATA_OK:
+        count_l1(s, key, STRATA_TC_WRITES);
+        break;
+    case STRATA_NOT_STORED:
+    case STRATA_TOO_LARGE:
+    case STRATA_BUSY:
+        count_l1(s, key, STRATA_TC_WRITES_REFUSED);
+        break;
+    case STRATA_LOCK_TIMEOUT:
+        count_l1(s, key, STRATA_TC_WRITES_REFUSED);
+        count_l1(s, key, STRATA_TC_ERRORS_TIMEOUT);
+        break;
+    case STRATA_NOT_FOUND:
+    case STRATA_NOT_NUMBER:
+    case STRATA_EINVAL:
+        break;
+    default:
+        count_l1(s, key, STRATA_TC_ERRORS_OTHER);
+    }
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -247,6 +288,7 @@ static VALUE shm_store(VALUE self, strata_op op, VALUE key, VALUE value, uint64_
     req.ttl_ms = ttl_ms;
     req.cas = cas;
     st = shm_write(s, &req);
+    count_l1_write(s, RSTRING_PTR(key), st);
     RB_GC_GUARD(key);
     RB_GC_GUARD(value);
     switch (st) {
@@ -301,6 +343,10 @@ static VALUE shm_delete(VALUE self, VALUE key)
     req.key = RSTRING_PTR(key);
     req.key_len = (size_t)RSTRING_LEN(key);
     st = shm_write(s, &req);
+    if (st == STRATA_OK)
+        count_l1(s, RSTRING_PTR(key), STRATA_TC_DELETES);
+    else if (st != STRATA_NOT_FOUND)
+        count_l1_write(s, RSTRING_PTR(key), st);
     RB_GC_GUARD(key);
     if (st == STRATA_OK) return Qtrue;
     if (st == STRATA_NOT_FOUND) return Qfalse;
@@ -334,6 +380,7 @@ static VALUE shm_counter(int argc, VALUE *argv, VALUE self, strata_op op)
     }
     s = shm_open_handle(self); /* after every argument conversion, which may run Ruby code */
     st = shm_write(s, &req);
+    count_l1_write(s, RSTRING_PTR(key), st);
     RB_GC_GUARD(key);
     switch (st) {
     case STRATA_OK:
@@ -385,8 +432,10 @@ static void *sink_reserve(void *ctx, size_t len, uint64_t version)
 }
 
 /* The value under key as a new ASCII-8BIT String, or nil. A large value is a String sharing
- * the memo's frozen buffer: no copy, and still the caller's to change. */
-static VALUE shm_read(shm *s, VALUE key, uint64_t *cas)
+ * the memo's frozen buffer: no copy, and still the caller's to change. counted: what of the
+ * read goes into the host's counters (a hit or a miss of a cache key): 2 both, 1 a hit only
+ * (probe), 0 neither (peek). */
+static VALUE shm_read_counted(shm *s, VALUE key, uint64_t *cas, int counted)
 {
     read_sink r = {s, key, Qnil, Qnil, 0};
     strata_sink sink = {sink_reserve, &r};
@@ -394,6 +443,8 @@ static VALUE shm_read(shm *s, VALUE key, uint64_t *cas)
 
     strata_check_key(key);
     st = strata_get(s->t, RSTRING_PTR(key), (size_t)RSTRING_LEN(key), &sink, cas);
+    if (st == STRATA_OK ? counted != 0 : counted > 1)
+        count_l1(s, RSTRING_PTR(key), st == STRATA_OK ? STRATA_TC_HITS : STRATA_TC_MISSES);
     RB_GC_GUARD(key);
     if (st == STRATA_ENOMEM) rb_memerror();
     if (st != STRATA_OK) return Qnil;
@@ -407,8 +458,16 @@ static VALUE shm_read(shm *s, VALUE key, uint64_t *cas)
     return r.str;
 }
 
+static VALUE shm_read(shm *s, VALUE key, uint64_t *cas) { return shm_read_counted(s, key, cas, 2); }
+
 /* get(key) */
 static VALUE shm_get(VALUE self, VALUE key) { return shm_read(shm_open_handle(self), key, NULL); }
+
+/* peek(key): get, uncounted (Tier#peek) */
+static VALUE shm_peek(VALUE self, VALUE key) { return shm_read_counted(shm_open_handle(self), key, NULL, 0); }
+
+/* probe(key): get counting a hit only (Tier#probe: a miss is read again, and counted then) */
+static VALUE shm_probe(VALUE self, VALUE key) { return shm_read_counted(shm_open_handle(self), key, NULL, 1); }
 
 /* get_with_cas(key): [bytes, token] or nil */
 static VALUE shm_get_with_cas(VALUE self, VALUE key)
@@ -725,6 +784,8 @@ void strata_init_shared_memory(void)
     rb_define_alloc_func(c, shm_alloc);
     rb_define_private_method(c, "_open", shm_open, 6);
     rb_define_method(c, "get", shm_get, 1);
+    rb_define_method(c, "peek", shm_peek, 1);
+    rb_define_method(c, "probe", shm_probe, 1);
     rb_define_method(c, "get_multi", shm_get_multi, 1);
     rb_define_method(c, "get_with_cas", shm_get_with_cas, 1);
     rb_define_method(c, "set", shm_set, -1);
@@ -738,6 +799,7 @@ void strata_init_shared_memory(void)
     rb_define_method(c, "cleanup", shm_cleanup, 0);
     rb_define_method(c, "clear", shm_clear, 0);
     rb_define_method(c, "stats", shm_stats, 0);
+    strata_init_counters(c);
     rb_define_method(c, "max_value_size", shm_max_value_size, 0);
     rb_define_method(c, "size", shm_size, 0);
     rb_define_method(c, "close", shm_close, 0);

@@ -16,7 +16,12 @@
 #ifndef STRATA_SHARED_MEMORY_EXT_H
 #define STRATA_SHARED_MEMORY_EXT_H
 
+#include "ext_common.h"
+
 /* Defines Strata::Tiers::SharedMemory's allocator and C methods. Called from Init_strata_ext. */
 void strata_init_shared_memory(void);
+
+/* The open table of a SharedMemory; raises Strata::Error when it is closed (counters_ext.c). */
+strata_table *strata_shm_table(VALUE self);
 
 #endif

@@ -10,6 +10,8 @@
  *   memcached stream    Strata::Meta::Wire             wire.{h,c} over byte_buffer.{h,c}
  *   pool loan           Strata::ResourcePool::Stock    stock_lend.{h,c}
  *                       #lend and Stock::UNLENT
+ *   host counters       SharedMemory#_count ...,       shared_memory_ext.c over counters.{h,c}
+ *                       Strata::Clock.monotonic_us
  *
  * ext_common.{h,c} holds the bindings' helpers: the key check, a value's bytes for a table
  * write, and the lookup of the classes lib/ defines (Strata's error classes,

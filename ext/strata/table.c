@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "counters.h"
 #include "hash.h"
 #include "lock.h"
 
@@ -29,8 +30,9 @@
 /* ------------------------------------------------------------------------------------------ */
 
 #define MAGIC 0x314C415441525453ULL /* "STRATAL1" read as a little-endian u64 */
-#define LAYOUT_VERSION 3u /* 2: the bucket word (seq | fence mask), the shard fenced count;
-                            * 3: fenced is 64 bits, the shard's fence log */
+#define LAYOUT_VERSION 4u /* 2: the bucket word (seq | fence mask), the shard fenced count;
+                            * 3: fenced is 64 bits, the shard's fence log;
+                            * 4: the host's counters region (counters.h) before the index */
 #define HEADER_BYTES 4096u
 #define CTL_BYTES 128u
 #define BUCKET_BYTES 64u
@@ -130,7 +132,13 @@ static uint64_t layout_fingerprint(void)
 struct proc_page {
     strata_counters c;
     pid_t pid; /* 0 in a fresh child: stats_get then starts this process's count */
+    uint32_t slot;   /* the host counters slot this handle claimed + 1; 0 = none */
+    uint64_t *words; /* where this process adds to the host's counters (strata_counter_words):
+                      * its slot's words, or unslotted below; NULL until the first count */
+    uint64_t unslotted[STRATA_COUNTERS]; /* when every slot had a live owner */
 };
+
+_Static_assert(sizeof(struct proc_page) <= 4096, "the per-handle page is one page");
 
 struct strata_table {
     uint8_t *base;
@@ -145,6 +153,7 @@ struct strata_table {
 };
 
 #define COUNT(t, field) count_add(&(t)->proc->c.field, 1)
+#define COUNT_HOST(t, row, c) strata_counter_add(strata_counter_words(t), STRATA_TIER_COUNTER(row, c), 1)
 
 /* Plain per-handle counter; relaxed atomics keep concurrent threads free of UB (a lost
  * increment is acceptable) without a locked instruction on the hot path. */
@@ -262,7 +271,7 @@ strata_status strata_geometry_resolve(const strata_options *o, strata_geometry *
     }
 
     ctl_bytes = round_up(shards * CTL_BYTES, 4096);
-    avail = size - HEADER_BYTES - ctl_bytes;
+    avail = size - HEADER_BYTES - ctl_bytes - STRATA_COUNTERS_BYTES;
     if (o->slots != 0) {
         if (o->slots > size / 8) { /* also keeps the products below from overflowing */
             *what = "slots: the index alone would not fit in size";
@@ -306,7 +315,8 @@ strata_status strata_geometry_resolve(const strata_options *o, strata_geometry *
     g->segment_size = (uint32_t)seg;
     g->slots = shards * buckets * STRATA_SLOTS_PER_BUCKET;
     g->ctl_offset = HEADER_BYTES;
-    g->index_offset = HEADER_BYTES + ctl_bytes;
+    g->counters_offset = HEADER_BYTES + ctl_bytes;
+    g->index_offset = g->counters_offset + STRATA_COUNTERS_BYTES;
     g->data_offset = g->index_offset + index_bytes;
     g->data_bytes = shards * segs * seg;
     g->max_value_size = seg - SEG_HDR - ITEM_HDR;
@@ -854,6 +864,7 @@ static uint32_t segment_compact(strata_table *t, uint32_t s, uint32_t seg, uint6
             } else {
                 slot_publish(b, i, 0);
                 COUNT(t, evictions);
+                COUNT_HOST(t, STRATA_ROW_L1, STRATA_TC_EVICTIONS);
             }
         }
         rd += ext;
@@ -963,7 +974,10 @@ static strata_status op_store(strata_table *t, const keyref *k, cursor *c, strat
     if (r->op == STRATA_OP_ADD && live) return STRATA_NOT_STORED;
     if (r->op == STRATA_OP_CAS && (!live || h.cas != r->cas)) return STRATA_NOT_STORED;
     if (i < 0) i = slot_choose(t, k->shard, c, b, &now, &evicts);
-    if (evicts) COUNT(t, evictions);
+    if (evicts) {
+        COUNT(t, evictions);
+        COUNT_HOST(t, STRATA_ROW_L1, STRATA_TC_EVICTIONS);
+    }
     slot_publish(b, i, make_slot(item_append(t, k->shard, c, k, r->key, r->key_len, r->head, r->head_len, r->value,
                                              r->value_len, expiry_for(r->ttl_ms)),
                                  k->tag));
@@ -1015,7 +1029,10 @@ static strata_status op_counter(strata_table *t, const keyref *k, cursor *c, str
         expires = h.expires_ms;
     }
     if (i < 0) i = slot_choose(t, k->shard, c, b, &now, &evicts);
-    if (evicts) COUNT(t, evictions);
+    if (evicts) {
+        COUNT(t, evictions);
+        COUNT_HOST(t, STRATA_ROW_L1, STRATA_TC_EVICTIONS);
+    }
     n = format_u64(value, digits);
     slot_publish(b, i, make_slot(item_append(t, k->shard, c, k, r->key, r->key_len, NULL, 0, digits, n, expires),
                                  k->tag));
@@ -1070,6 +1087,7 @@ strata_status strata_write(strata_table *t, strata_write_req *r, int wait)
         return STRATA_TOO_LARGE;
     }
     k = locate(t, r->key, r->key_len);
+    (void)strata_counter_words(t); /* a first claim's scan runs before the lock, not under it */
     st = shard_lock(t, k.shard, wait, &c);
     if (st == STRATA_LOCK_TIMEOUT || st == STRATA_ELOCK) {
         /* The write did not happen: the value the key holds may be stale by now (the caller
@@ -1237,6 +1255,40 @@ void strata_stats_get(strata_table *t, strata_stats *out)
         }
     }
     out->entries = entries;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* The host's counters (counters.h)                                                           */
+/* ------------------------------------------------------------------------------------------ */
+
+static inline uint8_t *counters_region(const strata_table *t) { return t->base + t->geo.counters_offset; }
+
+/* The first count of this process through t: claim a slot (or fall back to the handle's private
+ * words). Two threads may race here; the loser gives its slot back. */
+static uint64_t *counters_claim(strata_table *t)
+{
+    uint32_t slot = 0;
+    uint64_t *expected = NULL;
+    uint64_t *words = strata_counter_claim(counters_region(t), getpid(), &slot);
+
+    if (words == NULL) words = t->proc->unslotted;
+    if (__atomic_compare_exchange_n(&t->proc->words, &expected, words, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        if (words != t->proc->unslotted) __atomic_store_n(&t->proc->slot, slot + 1, __ATOMIC_RELEASE);
+        return words;
+    }
+    if (words != t->proc->unslotted) strata_counter_release(counters_region(t), slot, getpid());
+    return expected;
+}
+
+uint64_t *strata_counter_words(strata_table *t)
+{
+    uint64_t *words = __atomic_load_n(&t->proc->words, __ATOMIC_ACQUIRE);
+    return words ? words : counters_claim(t);
+}
+
+void strata_counter_totals_get(strata_table *t, strata_counter_totals *out)
+{
+    strata_counter_sum(counters_region(t), out);
 }
 
 uint32_t strata_shard_for(const strata_table *t, const void *key, size_t key_len)
@@ -1745,6 +1797,7 @@ void strata_close(strata_table *t)
     /* A held lock is on this thread's robust list by its address in the mapping; unmapping it
      * would stop the kernel from marking it owner-dead when the thread exits, and the shard
      * would stay locked for good. Such a mapping is left in place. */
+    if (t->proc->slot != 0) strata_counter_release(counters_region(t), t->proc->slot - 1, getpid());
     if (__atomic_load_n(&t->held_locks, __ATOMIC_RELAXED) == 0) munmap(t->base, t->map_len);
     munmap(t->proc, 4096);
     free(t);

@@ -36,6 +36,12 @@
  *                         u64 fenced (fences set and not yet cleared);
  *                         u32 fence overflow (nonzero: a fenced bucket was not logged);
  *                         u32 fence log[10] (fenced bucket index + 1; 0 = free entry)
+ *   counters offset     the host's counters (counters.h: its layout, invariants and caveats),
+ *     = ctl offset +    STRATA_COUNTERS_BYTES (132 KiB): a 4096-byte region header (u64
+ *     ctl bytes         unslotted), then 128 slots of 1024 bytes, one per process that counts
+ *                       (u64 owner pid, u64 claims, 6 unused, 120 u64 counter words). Not in
+ *                       the header: derived from ctl offset and shards, and checked through
+ *                       index offset, which follows it.
  *   index offset        shards x buckets-per-shard buckets of 64 bytes (one cache line), shard 0
  *                       first, rounded up to 4096:
  *                         u64 word; u64 slot[7]
@@ -130,15 +136,16 @@
  *
  *   Defaults (strata_geometry_resolve): shards = 16, halved while a shard would get under 512 KiB.
  *   segment size = size / (shards * 16) rounded down to a power of two, clamped to 64 KiB..4 MiB.
- *   After the header and control blocks, whole segments get 7*96/(7*96 + 64) = 91.3% of the
- *   space (rounded down to whole segments) and the index gets the rest, which is at least one
- *   slot per STRATA_DATA_PER_SLOT (96) data bytes. slots: overrides that, rounded up to whole
+ *   After the header, control blocks and counters region, whole segments get
+ *   7*96/(7*96 + 64) = 91.3% of the space (rounded down to whole segments) and the index gets
+ *   the rest, which is at least one slot per STRATA_DATA_PER_SLOT (96) data bytes. slots: overrides that, rounded up to whole
  *   buckets per shard.
  *   Metadata per entry = 24-byte item header + (64/7 = 9.14 index bytes per slot) / load, plus
  *   under 8 bytes of alignment padding; 48 bytes or less at any load >= 0.38. An entry of a
  *   30-byte value under a 40-byte key takes exactly 96 data bytes. Example, 64 MiB with defaults:
- *   16 shards x 14 segments of 256 KiB (87.5% of the file), 916,608 slots (12.5%); full of such
- *   entries it holds 611,669 of them at load 0.67: 24 + 9.14/0.67 = 37.7 bytes of metadata each.
+ *   16 shards x 14 segments of 256 KiB (87.5% of the file), 901,824 slots (12.3%; the counters
+ *   region takes 132 KiB); full of such entries it holds 611,669 of them at load 0.68:
+ *   24 + 9.14/0.68 = 37.5 bytes of metadata each.
  *   max value size = segment size - 16 - 24 (key + value bytes): an item never spans segments.
  *
  * DEVIATIONS FROM DESIGN.md section 5 AND THE BRIEF
@@ -150,12 +157,14 @@
  *   - No clean-shutdown flag: processes come and go while the file lives on, so a crash is
  *     repaired per shard through the robust mutex instead of by rebuilding the whole file. The
  *     header's state (INITIALIZING/READY) covers a build that never finished.
- *   - Statistics live in a private per-handle page (MADV_WIPEONFORK, so a forked child starts
- *     at zero with no pid check on the hot path), not in the mapping. A host-wide view would sum
- *     processes; nobody needs it yet.
+ *   - strata_stats_get's counters live in a private per-handle page (MADV_WIPEONFORK, so a
+ *     forked child starts at zero with no pid check on the hot path), not in the mapping: they
+ *     are this process's. The host's figures are the counters region (counters.h), a slot per
+ *     process in the mapping, which the table adds evictions to and the binding the rest.
  *
  * CAVEATS (each with its remedy)
- *   fork: a child keeps using the mapping and the handle; its statistics start at zero. A lock
+ *   fork: a child keeps using the mapping and the handle; its statistics start at zero, and it
+ *     claims a counters slot of its own at its first count (counters.h). A lock
  *     held by another thread of the parent at fork is still held by that thread in the parent,
  *     so the child just waits for it like any other process. Remedy: nothing to do.
  *   /dev/shm size in containers: Docker gives /dev/shm 64 MiB by default. The file's space is
@@ -290,6 +299,7 @@ typedef struct strata_geometry {
     uint32_t segment_size;
     uint64_t slots;          /* shards * buckets_per_shard * 7 */
     uint64_t ctl_offset;
+    uint64_t counters_offset; /* the host's counters region (counters.h) */
     uint64_t index_offset;
     uint64_t data_offset;
     uint64_t data_bytes;     /* shards * segments_per_shard * segment_size */
@@ -453,6 +463,15 @@ void strata_keys(strata_table *t, void (*each)(void *ctx, const void *key, size_
 void strata_stats_get(strata_table *t, strata_stats *out);
 
 const strata_geometry *strata_geometry_of(const strata_table *t);
+
+/* This process's words in the host's counters region (counters.h): its slot's, claimed at the
+ * first call in this process (a forked child claims its own), or the handle's private words
+ * when every slot has a live owner. Add to them with strata_counter_add. Never NULL. */
+uint64_t *strata_counter_words(strata_table *t);
+
+struct strata_counter_totals;
+/* Every slot's counters summed (strata_counter_sum). Claims nothing. */
+void strata_counter_totals_get(strata_table *t, struct strata_counter_totals *out);
 
 /* Which shard key belongs to. */
 uint32_t strata_shard_for(const strata_table *t, const void *key, size_t key_len);

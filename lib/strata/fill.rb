@@ -28,6 +28,8 @@ module Strata
     attr_accessor :lease_done
     # True when the value found was stale (served while another caller refills): not copied up.
     attr_accessor :stale
+    # Seconds the read waited on another caller's host lock or lease, or nil when it did not wait.
+    attr_accessor :waited
     # True when this caller computes without the lease another caller holds (it waited too long):
     # its value goes back to its own caller only, never into a tier.
     attr_accessor :unleased
@@ -50,6 +52,7 @@ module Strata
       @lease_cas = nil
       @lease_done = false
       @stale = false
+      @waited = nil
       @unleased = false
       @read = false
       @found = nil
@@ -60,8 +63,9 @@ module Strata
 
     # The entry bytes under key, or nil: this caller should compute the value and #set it. When
     # info (a Hash, e.g. an instrumentation payload) is given, info[:tier] names the tier that
-    # answered, info[:failed_tiers] the tiers that raised, and info[:stale] is set when the value
-    # is a stale one served while another caller refills.
+    # answered, info[:failed_tiers] the tiers that raised, info[:stale] is set when the value
+    # is a stale one served while another caller refills, and info[:waited] to the seconds the
+    # read waited on another caller's host lock or lease, when it waited.
     def get(info = nil)
       return @owner.get(@key, info) if @rewritten || @flight.nil?
       return @found if @read

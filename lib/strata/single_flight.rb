@@ -2,6 +2,7 @@
 
 require "digest"
 require "strata/clock"
+require "strata/counters"
 require "strata/entry"
 require "strata/errors"
 require "strata/fill"
@@ -44,14 +45,16 @@ module Strata
     # current, its stamp check of a stamped entry read at tier index (bytes, or nil when a stamp
     # is out of date: then dropped there); backfill, its copy of bytes found at tier index into
     # the tiers above. failed: called as failed.call(error, index, info) for each tier failure
-    # (the stack reports it, and notes it in info).
-    def initialize(tiers, names, fill_wait, current:, backfill:, failed:)
+    # (the stack reports it, and notes it in info). counters: a Strata::Counters for the waits
+    # on a host lock or lease and the stale hits served, or nil.
+    def initialize(tiers, names, fill_wait, current:, backfill:, failed:, counters: nil)
       @tiers = tiers
       @names = names
       @fill_wait = fill_wait
       @current = current
       @backfill = backfill
       @failed = failed
+      @counters = counters
       @host_index = tiers.index { |tier| tier.capabilities[:host] }
       @lease_tiers = tiers.map { |tier| tier.capabilities[:leases] }.freeze
       @tombstone_tiers = tiers.map { |tier| tier.capabilities[:tombstones] }.freeze
@@ -109,7 +112,10 @@ module Strata
 
     def found(key, bytes, index, info, fill)
       info[:tier] = @names[index] if info
-      info[:stale] = true if info && fill.stale
+      if fill.stale
+        @counters&.add(Counters::STALE_HITS)
+        info[:stale] = true if info
+      end
       return bytes if index == 0 || fill.stale
 
       if fill.lease_pending?
@@ -132,31 +138,39 @@ module Strata
 
     # Takes the host lock, or waits for its holder's value. The value, or nil to go on (holding
     # the lock, or after fill_wait without it). A failed poll is reported and waited through.
+    # A wait is counted (lock_waits) and added to info[:waited].
     def host_single_flight(key, index, fill, info)
       tier = @tiers[index]
       lock = lock_key(key)
       deadline = Clock.monotonic + @fill_wait
       interval = POLL_INTERVAL
+      started = nil
       # Bound: fill_wait seconds of polls.
       loop do
         taken = safely(index, info, :failed) { tier.add(lock, LOCK_VALUE, ttl: @fill_wait) }
         return nil if taken == :failed # the host tier is failing: don't wait on it
         if taken
           fill.host_lock = lock
-          # The previous holder may have filled and let go between our miss and our add.
-          return checked(key, safely(index, info) { tier.get(key) }, index)
+          # The previous holder may have filled and let go between our miss and our add. This
+          # read is counted (Tier#get) when it is the read-through's first of the host tier
+          # (after a probe, Tier#probe, which counts no miss); else it reads again a miss
+          # counted just now, uncounted (Tier#peek), as the polls below.
+          return checked(key, safely(index, info) { fill.host_read ? tier.get(key) : tier.peek(key) }, index)
         end
         return nil if Clock.monotonic > deadline
 
+        started ||= Clock.monotonic_us
         interval = pause(interval)
-        bytes = checked(key, safely(index, info) { tier.get(key) }, index)
+        bytes = checked(key, safely(index, info) { tier.peek(key) }, index)
         return bytes if bytes
       end
+    ensure
+      wait_ended(Counters::LOCK_WAITS, started, fill, info) if started
     end
 
     # Reads a leased tier. The value to serve, or nil to go on (as the lease's winner, or to
     # compute unleased after fill_wait). A failed first read skips the tier; a failed poll is
-    # reported and waited through.
+    # reported and waited through. A wait is counted (lease_waits) and added to info[:waited].
     def lease_read(key, index, fill, info)
       tier = @tiers[index]
       lease = safely(index, info) { tier.lease_get(key, lease_ttl: @fill_wait) }
@@ -164,6 +178,7 @@ module Strata
 
       deadline = Clock.monotonic + @fill_wait
       interval = POLL_INTERVAL
+      started = nil
       # Bound: fill_wait seconds of polls.
       loop do
         if lease&.won?
@@ -186,9 +201,20 @@ module Strata
           fill.unleased = true
           return nil
         end
+        started ||= Clock.monotonic_us
         interval = pause(interval)
         lease = safely(index, info) { tier.lease_get(key, lease_ttl: @fill_wait) }
       end
+    ensure
+      wait_ended(Counters::LEASE_WAITS, started, fill, info) if started
+    end
+
+    # A wait that began at started (Clock.monotonic_us) is over: counted at index (LOCK_WAITS or
+    # LEASE_WAITS), and its seconds added to fill.waited and info[:waited].
+    def wait_ended(index, started, fill, info)
+      seconds = @counters ? @counters.waited(index, started) : (Clock.monotonic_us - started) / 1_000_000.0
+      fill.waited = (fill.waited || 0) + seconds
+      info[:waited] = (info[:waited] || 0) + seconds if info
     end
 
     # Reads a tier with tombstones; where it has no value, notes what the fill is to be stored

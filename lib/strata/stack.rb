@@ -1,5 +1,6 @@
 # frozen_string_literal: true
 
+require "strata/counters"
 require "strata/errors"
 require "strata/entry"
 require "strata/dependencies"
@@ -43,8 +44,10 @@ module Strata
     # coherence_interval: seconds the host tier keeps a tag version read from below (Dependencies).
     # on_stamps: called as on_stamps.call(key, bytes) with each current stamped entry read
     #   (Entry.stamp_words(bytes) gives its stamps; left to the callee, which mostly needs none).
+    # counters: a Strata::Counters: each tier with a Tier#counter_row counts its figures there
+    #   (and the stack its failures), and the read-through its waits and stale hits; nil: none.
     def initialize(tiers, on_error: nil, fill_wait: DEFAULT_FILL_WAIT,
-      coherence_interval: Dependencies::DEFAULT_COHERENCE_INTERVAL, on_stamps: nil)
+      coherence_interval: Dependencies::DEFAULT_COHERENCE_INTERVAL, on_stamps: nil, counters: nil)
       raise ArgumentError, "a stack needs at least one tier" if tiers.empty?
       raise ArgumentError, "fill_wait must be a number of seconds >= 0" unless fill_wait.is_a?(Numeric) && fill_wait >= 0
 
@@ -60,9 +63,11 @@ module Strata
       below_lease = leased ? (@tiers.size - 1).downto(leased + 1).to_a : []
       @unfenced_below_lease = below_lease.reject { |index| @tiers[index].capabilities[:tombstones] }.freeze
       @on_stamps = on_stamps
+      @counter_rows = counter_rows(counters)
       @dependencies = Dependencies.new(@tiers, @names, on_error: on_error, coherence_interval: coherence_interval)
       @single_flight = if fill_wait > 0
-        SingleFlight.new(@tiers, @names, fill_wait, current: method(:current), backfill: method(:backfill), failed: method(:failed))
+        SingleFlight.new(@tiers, @names, fill_wait, current: method(:current), backfill: method(:backfill),
+          failed: method(:failed), counters: counters)
       end
     end
 
@@ -109,7 +114,7 @@ module Strata
     def get_host(key)
       return nil unless @host_index == 0
 
-      bytes = @tiers[0].get(key)
+      bytes = @tiers[0].probe(key)
       (bytes && Entry.stamped?(bytes)) ? current(key, bytes, 0) : bytes
     end
 
@@ -545,7 +550,18 @@ module Strata
       failed(error, index)
     end
 
+    # The Counters::Row of each tier that has one (Tier#counter_row), given to the tier too.
+    def counter_rows(counters)
+      @tiers.map do |tier|
+        row = counters && tier.counter_row
+        next unless row
+
+        Counters::Row.new(counters, row).tap { |counted| tier.count_in(counted) }
+      end.freeze
+    end
+
     def failed(error, index, info = nil)
+      @counter_rows[index]&.failed(error)
       name = @names[index]
       (info[:failed_tiers] ||= []) << name if info
       @on_error&.call(error, name)

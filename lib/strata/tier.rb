@@ -44,6 +44,13 @@ module Strata
       get(key)
     end
 
+    # Optional. #get for the stack's probe of the host tier before a read that, on a miss, reads
+    # key again (Stack#get_host): a tier that keeps hit and miss counts counts a hit only, so
+    # that a miss is counted once, by the read that follows.
+    def probe(key)
+      get(key)
+    end
+
     # Optional. #get_multi for the stack's read-back of its own writes (Stack#settle_multi),
     # uncounted like #peek.
     def peek_multi(keys)
@@ -159,6 +166,18 @@ module Strata
     # Optional. A Hash of counters about this tier.
     def stats
       {}
+    end
+
+    # Optional. The row of the host's counters (Strata::Counters::TIERS: "memcached", "sql") this
+    # tier's figures go in, or nil when the stack keeps none for it (the L1 table counts its own,
+    # in C). A tier with a row counts its reads, writes and deletes of cache keys through the
+    # Strata::Counters::Row the stack gives #count_in; the stack counts its failures there.
+    def counter_row
+      nil
+    end
+
+    # Optional (with #counter_row). Counts through row (a Strata::Counters::Row) from now on.
+    def count_in(row)
     end
 
     # Optional. Release files and connections.

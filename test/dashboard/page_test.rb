@@ -56,10 +56,17 @@ class DashboardPageTest < Minitest::Test
 
     assert_includes dom, %(id="status" class="status">live<)
     hit_ratio = chart(dom, "chart-hit-ratio")
-    assert_operator points(hit_ratio, "l2"), :>=, 2, "the memcached hit ratio line has a point per interval with traffic"
+    assert_equal [2, 2, 2], %w[l1 l2 store].map { |line| points(hit_ratio, line) }, "a point per interval with reads"
+    # Counts are points even when zero: the page's own polls add one each.
+    assert_operator points(chart(dom, "chart-store"), "fills"), :>=, 2
+    assert_equal [1, 1, 1], %w[read_hit fetch_miss write].map { |op| points(chart(dom, "chart-latency"), op) }
     figures = dom.scan(/data-figure="([^"]+)">([^<]*)</).to_h
     expected = {"l1.entries" => stats[:l1][:entries], "l1.slots" => stats[:l1][:slots], "l1.size" => stats[:l1][:size]}
     %i[curr_items bytes get_hits get_misses evictions].each { |name| expected["l2.0.#{name}"] = stats[:memcached][0][name] }
+    %i[hits misses writes].each { |name| expected["l1.counters.#{name}"] = stats[:l1][:counters][name] }
+    %i[hits misses].each { |name| expected["l2.counters.#{name}"] = stats[:memcached_counters][name] }
+    %i[fills invalidations].each { |name| expected["store.#{name}"] = stats[:store][name] }
+    expected["store.operations.read_hit.count"] = stats[:store][:operations][:read_hit][:count]
     assert_equal expected.transform_values(&:to_s), figures.slice(*expected.keys)
     misses = rows(dom, "top-misses")
     # The events' keys carry the namespace from Active Support 7.2 on.
@@ -96,20 +103,18 @@ class DashboardPageTest < Minitest::Test
     "http://127.0.0.1:#{@server.port}#{path}"
   end
 
-  # Three snapshots with traffic between: writes (memcached sets), then reads that miss and
-  # hit in memcached (each read misses L1, which the second store's table does not share).
+  # Three snapshots with traffic between: fetches that miss everywhere and fill (memcached
+  # misses), then reads that miss L1 (its copies deleted) and hit memcached.
   def traffic_between_snapshots
-    reader = ActiveSupport::Cache::StrataStore.new(namespace: @store.options[:namespace], memcached: @options[:memcached])
     data_json
     4.times { |i| @store.fetch("user/#{i}") { "user #{i}" } }
     @store.fetch("posts/1", tags: ["posts"]) { "post" }
     @store.invalidate_tags("posts")
     data_json
-    4.times { |i| reader.read("user/#{i}") }
-    reader.read("absent")
+    l1 = @store.stack[:l1]
+    l1.keys.reject { |key| key.start_with?("\x00") }.each { |key| l1.delete(key) }
+    4.times { |i| @store.read("user/#{i}") }
     data_json
-  ensure
-    reader&.close
   end
 
   def data_json

@@ -7,11 +7,13 @@ require "active_support/core_ext/object/blank" # the base store's debug logging 
 require "active_support/digest"
 require "concurrent/map"
 require "strata"
+require "strata/counters"
 require "strata/entry"
 require "strata/stack"
 require "strata/poller"
 require "strata/transaction_tags"
 require "active_support/cache/strata_store/codec"
+require "active_support/cache/strata_store/counted_multi_reads"
 require "active_support/cache/strata_store/failure_reports"
 require "active_support/cache/strata_store/stamp_reads"
 require "active_support/cache/strata_store/unobserved_reads"
@@ -68,6 +70,7 @@ module ActiveSupport
 
       prepend Strategy::LocalCache
       prepend UnobservedReads
+      prepend CountedMultiReads
 
       # The Strata::Stack behind this store, for stats and tools.
       attr_reader :stack
@@ -114,8 +117,11 @@ module ActiveSupport
         # version (docs/compatibility.md).
         super(options.merge(coder: nil))
         @stamp_reads = StampReads.new
-        @stack = Strata::Stack.new(build_tiers(l1, memcached, sql), on_error: method(:report_failure),
-          fill_wait: fill_wait, coherence_interval: coherence_interval, on_stamps: @stamp_reads)
+        tiers = build_tiers(l1, memcached, sql)
+        @counters = Strata::Counters.new(tiers[:l1]) # the host's, in L1's file; without L1 this process's
+        @read_hits = @counters.sink # count_read_hit in one C call
+        @stack = Strata::Stack.new(tiers, on_error: method(:report_failure), fill_wait: fill_wait,
+          coherence_interval: coherence_interval, on_stamps: @stamp_reads, counters: @counters)
         @listable = listable_tiers.size == @stack.tier_names.size
         @poller = Strata::Poller.start(@stack, on_error: method(:report_failure), **polling)
         # With L1 alone every write lands in the table, whose set and add copy a
@@ -158,17 +164,30 @@ module ActiveSupport
       # fetch with a block reads through with single-flight: when the key misses, one caller per
       # host (through L1) and one across hosts (through a memcached lease) runs the block; the
       # others wait up to fill_wait for its value, or get a stale one while it refills.
+      #
+      # Counted (Strata::Counters) as a read_hit, or as a fetch_miss and a fill when the block
+      # ran; UnobservedReads counts the fetches it answers itself.
       def fetch(name, options = nil, &block)
         return super unless block
 
+        started = Strata::Clock.monotonic_us
+        filled = false
+        counted = proc do |*args|
+          filled = true
+          counted_fill { block.call(*args) }
+        end
         merged = options ? merged_options(options) : @options
-        return super if merged[:force]
-        return super(name, merged.merge(force: true), &block) if hidden_by_transaction?(merged)
-
-        key = normalize_key(name, merged)
-        return super if current_fill(key) # UnobservedReads began this read-through
-
-        reading_through(key) { super }
+        value = if merged[:force]
+          super(name, options, &counted)
+        elsif hidden_by_transaction?(merged)
+          super(name, merged.merge(force: true), &counted)
+        else
+          key = normalize_key(name, merged)
+          # UnobservedReads may have begun this read-through
+          current_fill(key) ? super(name, options, &counted) : reading_through(key) { super(name, options, &counted) }
+        end
+        @counters.operation(filled ? Strata::Counters::FETCH_MISS : Strata::Counters::READ_HIT, started)
+        value
       end
 
       # Add amount to the integer under name, atomically across every process sharing the table,
@@ -198,6 +217,8 @@ module ActiveSupport
         ids = tag_ids(tags)
         payload = {tags: tags.map(&:to_s), versions: ids.size, store: self.class.name}
         payload[:caller] = caller_locations(1, 1).first.to_s if Strata.trace_invalidations
+        @counters.add(Strata::Counters::INVALIDATIONS)
+        @counters.add(Strata::Counters::VERSIONS_BUMPED, ids.size)
         ActiveSupport::Notifications.instrument(INVALIDATE_EVENT, payload) do
           bumped = failsafe(false) { @stack.dependencies.bump(ids) }
           local_cache&.clear # it serves entries without their stamps checked
@@ -235,9 +256,11 @@ module ActiveSupport
         @stack.clear
       end
 
-      # The tiers' statistics and this store's failure counts (FailureReports#stats).
+      # The tiers' statistics and this store's failure counts (FailureReports#stats), and the
+      # host's counters (Strata::Counters#totals, with shared: false when there is no L1 table to
+      # keep them in and they are this process's only).
       def stats
-        {tiers: @stack.stats}.merge!(@failures.stats)
+        {tiers: @stack.stats}.merge!(@failures.stats, counters: @counters.totals.merge!(shared: @counters.shared?))
       end
 
       # Release the table mapping. The store can't be used afterwards.
@@ -309,6 +332,30 @@ module ActiveSupport
         end
       end
 
+      # cache_fetch_hit carries what the fetch's read-through found out: stale: true when the value
+      # was a stale one served while another caller refills, waited: the seconds it waited on
+      # another caller's host lock or lease (cache_read carries both already: the read-through
+      # writes them into its payload). Rails' fetch emits it inside the read-through (#fetch).
+      def instrument(operation, key, options = nil, &block)
+        fill = read_throughs.fill if operation == :fetch_hit
+        return super if fill.nil? || !(fill.stale || fill.waited)
+
+        found = {}
+        found[:stale] = true if fill.stale
+        found[:waited] = fill.waited if fill.waited
+        super(operation, key, options ? options.merge(found) : found, &block)
+      end
+
+      # The block's value; its run counted as a fill (Strata::Counters), with its time.
+      def counted_fill
+        started = Strata::Clock.monotonic_us
+        begin
+          yield
+        ensure
+          @counters.fill(started)
+        end
+      end
+
       # This fiber's ReadThroughs: the one place the adapter keeps read-through state per fiber.
       def read_throughs
         Thread.current[READ_THROUGHS] ||= ReadThroughs.new(nil, nil, false)
@@ -329,11 +376,15 @@ module ActiveSupport
         fill if fill&.owner.equal?(@stack)
       end
 
+      # Counted as a write operation (Strata::Counters), timed.
       def write_entry(key, entry, **options)
+        started = Strata::Clock.monotonic_us
         stamps = stamps_for(key, options[:tags])
         return withheld(key) if Strata::TransactionTags.hides?(stamps)
 
         write_serialized_entry(key, serialize_entry(entry, stamps: stamps, split: split?(entry), **options), **options)
+      ensure
+        @counters.operation(Strata::Counters::WRITE, started)
       end
 
       # Whether entry may go to the table as a Strata::Entry::Split (Codec#dump decides on the
@@ -445,14 +496,21 @@ module ActiveSupport
           "#{" (race_condition_ttl: #{race_condition_ttl.inspect})" if race_condition_ttl && !raw}"
       end
 
+      # Counted as a delete operation (Strata::Counters), timed.
       def delete_entry(key, **)
+        started = Strata::Clock.monotonic_us
         fill = current_fill(key)
         fill ? fill.delete : @stack.delete(key)
+      ensure
+        @counters.operation(Strata::Counters::DELETE, started)
       end
 
       # keys are normalized already. Each tier deletes them all in one call, bottom-up.
       def delete_multi_entries(keys, **)
-        @stack.delete_multi(keys).size
+        started = Strata::Clock.monotonic_us
+        deleted = @stack.delete_multi(keys).size
+        @counters.operations(Strata::Counters::DELETE, keys.size, started)
+        deleted
       end
 
       def read_multi_entries(names, event: nil, **options)
@@ -489,6 +547,7 @@ module ActiveSupport
       # unless the write is an add (unless_exist); the fills of read-throughs under way (a fetch's,
       # or fetch_multi's misses) go key by key, through the fill protocol.
       def write_multi_entries(hash, **options)
+        started = Strata::Clock.monotonic_us
         tags = options[:tags]
         payloads = hash.each_with_object({}) do |(key, entry), kept|
           stamps = stamps_for(key, tags)
@@ -508,6 +567,7 @@ module ActiveSupport
             remember_locally(plain, stored) if local_cache
           end
         end
+        @counters.operations(Strata::Counters::WRITE, payloads.size, started)
         hash
       end
 

@@ -20,18 +20,20 @@ module Strata
     class L1Table
       # "STRATAL1" as a little-endian u64; the layout version this build writes (table.c).
       MAGIC = 0x314C415441525453
-      LAYOUT_VERSION = 3
+      LAYOUT_VERSION = 4
       STATE_READY = 2
       # struct file_header (table.h, LAYOUT): the fields up to the header check.
       HEADER = "Q<L<L<Q<Q<L<L<L<L<Q<Q<Q<Q<L<L<Q<Q<Q<"
       HEADER_BYTES = 4096
       FIELDS = %i[magic version state fingerprint file_size shards buckets_per_shard segments_per_shard
         segment_size ctl_offset index_offset data_offset seed creator_uid creator_pid created_ms boot_id check].freeze
-      # table.h: slots per 64-byte bucket, data bytes per slot by default, a shard's control block.
+      # table.h: slots per 64-byte bucket, data bytes per slot by default, a shard's control
+      # block; counters.h: the host's counters region, between the control blocks and the index.
       SLOTS_PER_BUCKET = 7
       DATA_PER_SLOT = 96
       BUCKET_BYTES = 64
       CTL_BYTES = 128
+      COUNTERS_BYTES = 4096 + 128 * 1024
 
       # Why a file can't be opened without being changed.
       class Refused < StandardError; end
@@ -42,9 +44,10 @@ module Strata
         @path = File.expand_path(path)
       end
 
-      # Geometry and live entries; raises Refused, or Strata::Error from the open.
+      # Geometry, live entries and the host's counters (SharedMemory#counters: reading them
+      # claims no slot); raises Refused, or Strata::Error from the open.
       def stats
-        open { |table, header| figures(table.stats, header) }
+        open { |table, header| figures(table.stats, header).merge(host_counters: table.counters) }
       end
 
       # Yields the table (a Tiers::SharedMemory) and its header, closing the table after; raises
@@ -118,7 +121,7 @@ module Strata
       end
 
       def index_offset(header)
-        HEADER_BYTES + round_up(header[:shards] * CTL_BYTES)
+        HEADER_BYTES + round_up(header[:shards] * CTL_BYTES) + COUNTERS_BYTES
       end
 
       def available(header)
@@ -138,7 +141,8 @@ module Strata
       end
 
       # Only the figures that are the table's: SharedMemory#stats's counters (hits, misses, sets,
-      # evictions, ...) and memo figures are this process's, zero here.
+      # evictions, ...) and memo figures are this process's, zero here; the host's are
+      # SharedMemory#counters.
       def figures(stats, header)
         geometry = stats.slice(:size, :shards, :segment_size, :segments_per_shard, :slots, :data_bytes, :max_value_size)
         geometry.merge(path: @path, entries: stats[:entries], slot_fill: stats[:entries].fdiv(stats[:slots]).round(6),

@@ -3,6 +3,7 @@
 require "json"
 require "time"
 require "strata"
+require "strata/counters"
 require "strata/cli/options"
 require "strata/cli/config"
 require "strata/cli/l1_table"
@@ -57,12 +58,18 @@ module Strata
         @sql&.close
       end
 
-      # {time:, l1: {...}, memcached: [{...}, ...], sql: {...}}, a key per configured tier.
+      # {time:, l1: {...}, memcached: [{...}, ...], sql: {...}}, a key per configured tier, and
+      # with an L1 table the host's counters (docs/operations.md, "The host's counters"): a
+      # counters object in l1 and sql, memcached_counters beside the memcached servers (a list),
+      # and store: the store's own figures.
       def snapshot
         result = {time: Time.now.utc.iso8601}
-        result[:l1] = guarded(path: @l1.path) { @l1.stats } if @l1
+        l1 = guarded(path: @l1.path) { @l1.stats } if @l1
+        host = l1&.delete(:host_counters)
+        result[:l1] = l1 if l1
         result[:memcached] = @memcached.stats if @memcached
         result[:sql] = guarded(source: @sql.source) { @sql.stats } if @sql
+        add_counters(result, host) if host
         result
       end
 
@@ -77,6 +84,19 @@ module Strata
           @out.print(TextReport.new(figures).to_s)
         end
         @out.flush
+      end
+
+      # The host's counters into the snapshot: each configured tier's beside its figures, the
+      # store's with the hit ratio of its reads (read hits over read hits and fetch misses).
+      def add_counters(result, host)
+        tiers = host[:tiers]
+        result[:l1][:counters] = tiers[:l1]
+        result[:memcached_counters] = tiers[:memcached] if result.key?(:memcached)
+        result[:sql][:counters] = tiers[:sql] if result.key?(:sql)
+        store = host[:store]
+        operations = store[:operations]
+        hits = operations[:read_hit][:count]
+        result[:store] = store.merge(hit_ratio: Strata::Counters.ratio(hits, hits + operations[:fetch_miss][:count]))
       end
 
       def guarded(context)

@@ -12,8 +12,12 @@ module Strata
       def to_s
         rows = [["tier", "source", "figures"]]
         rows << l1_row(@snapshot[:l1]) if @snapshot.key?(:l1)
+        rows << counters_row("l1", @snapshot[:l1][:counters]) if @snapshot.dig(:l1, :counters)
         @snapshot[:memcached]&.each { |server| rows << memcached_row(server) }
+        rows << counters_row("l2", @snapshot[:memcached_counters]) if @snapshot[:memcached_counters]
         rows << sql_row(@snapshot[:sql]) if @snapshot.key?(:sql)
+        rows << counters_row("l3", @snapshot[:sql][:counters]) if @snapshot.dig(:sql, :counters)
+        rows.concat(store_rows(@snapshot[:store])) if @snapshot[:store]
         widths = [0, 1].map { |i| rows.map { |row| row[i].size }.max }
         lines = rows.map { |row| "#{row[0].ljust(widths[0])}  #{row[1].ljust(widths[1])}  #{row[2]}".rstrip }
         "#{@snapshot[:time]}\n#{lines.join("\n")}\n"
@@ -38,6 +42,27 @@ module Strata
         return ["l3", sql[:source].to_s, "error: #{sql[:error]}"] if sql[:error]
 
         ["l3", sql[:source], pairs(sql, :rows, :bytes, :tombstones, :log_rows, :log_head, :versions_rows)]
+      end
+
+      # A tier's host counters: reads with their hit ratio, writes, deletes, errors by kind.
+      def counters_row(tier, counters)
+        [tier, "host counters", "hits=#{counters[:hits]} misses=#{counters[:misses]} ratio=#{percent(counters[:hit_ratio])} " +
+          pairs(counters, :writes, :writes_refused, :deletes, :evictions, :errors_timeout, :errors_connection, :errors_other)]
+      end
+
+      # The store's figures: its reads' hit ratio and operations (count and mean time), then
+      # fills, waits, stale hits and invalidations.
+      def store_rows(store)
+        operations = store[:operations].map do |name, op|
+          "#{name}=#{op[:count]}#{" (#{op[:mean_us]} us)" if op[:mean_us]}"
+        end
+        [["store", "#{store[:processes]} processes", "ratio=#{percent(store[:hit_ratio])} #{operations.join(" ")}"],
+          ["store", "", pairs(store, :fills, :fill_us, :lock_waits, :lock_wait_us, :lease_waits, :lease_wait_us,
+            :stale_hits, :invalidations, :versions_bumped)]]
+      end
+
+      def percent(ratio)
+        ratio ? "#{(ratio * 100).round(2)}%" : "-"
       end
 
       def pairs(hash, *names)

@@ -1,5 +1,6 @@
 # frozen_string_literal: true
 
+require "strata/counters"
 require "strata/errors"
 require "strata/tier"
 require "strata/meta"
@@ -44,6 +45,9 @@ module Strata
 
       CAPABILITIES = {leases: true, stale: true, cas: true, counters: true, host: false, tombstones: false}.freeze
 
+      # What a tier counts through until the stack gives it a row (#count_in): nothing.
+      NOT_COUNTED = Counters::Row::NONE
+
       DEFAULTS = {
         # Seconds an invalidated entry may still be served stale while one caller refills it.
         grace_ttl: 30
@@ -57,26 +61,35 @@ module Strata
         own = DEFAULTS.merge(options.slice(*DEFAULTS.keys))
         @grace_ttl = own.fetch(:grace_ttl)
         @client = Meta::Client.new(servers: servers, **options.except(*DEFAULTS.keys))
+        @counts = NOT_COUNTED
       end
 
       def capabilities
         CAPABILITIES
       end
 
+      def counter_row
+        "memcached"
+      end
+
+      def count_in(row)
+        @counts = row
+      end
+
       def get(key)
-        @client.get(key)
+        @counts.read(key, @client.get(key))
       end
 
       def get_multi(keys)
-        @client.get_multi(keys)
+        @counts.read_many(keys, @client.get_multi(keys))
       end
 
       def set_multi(entries, ttl: nil)
-        @client.set_multi(entries, ttl: ttl)
+        @counts.wrote_many(@client.set_multi(entries, ttl: ttl))
       end
 
       def delete_multi(keys)
-        @client.delete_multi(keys)
+        @counts.deleted_many(@client.delete_multi(keys))
       end
 
       def get_with_cas(key)
@@ -84,24 +97,24 @@ module Strata
       end
 
       def set(key, bytes, ttl: nil)
-        @client.set(key, bytes, ttl: ttl)
+        @counts.wrote(key, @client.set(key, bytes, ttl: ttl))
       end
 
       def add(key, bytes, ttl: nil)
-        @client.add(key, bytes, ttl: ttl)
+        @counts.wrote(key, @client.add(key, bytes, ttl: ttl))
       end
 
       def cas(key, bytes, token, ttl: nil)
-        @client.cas(key, bytes, token, ttl: ttl)
+        @counts.wrote(key, @client.cas(key, bytes, token, ttl: ttl))
       end
 
       def delete(key)
-        @client.delete(key)
+        @counts.deleted(key, @client.delete(key))
       end
 
       # Marks key stale for grace_ttl seconds (the tier's default when nil); see Meta::Client.
       def invalidate(key, grace_ttl: nil)
-        @client.invalidate(key, grace_ttl: grace_ttl || @grace_ttl)
+        @counts.deleted(key, @client.invalidate(key, grace_ttl: grace_ttl || @grace_ttl))
       end
 
       def incr(key, amount = 1, ttl: nil, initial: nil)
@@ -112,15 +125,18 @@ module Strata
         @client.decr(key, amount, ttl: ttl, initial: initial)
       end
 
-      # For the stack's read-through: a Meta::Client::Lease.
+      # For the stack's read-through: a Meta::Client::Lease. A value (stale ones too) counts as
+      # a hit, none as a miss.
       def lease_get(key, lease_ttl:)
-        @client.lease_get(key, lease_ttl: lease_ttl)
+        lease = @client.lease_get(key, lease_ttl: lease_ttl)
+        @counts.read(key, lease.value)
+        lease
       end
 
       # For the stack's read-through: stores a fill under the lease's cas (true only when it is
       # stored fresh); see Meta::Client.
       def lease_fill(key, bytes, cas, ttl: nil)
-        @client.lease_fill(key, bytes, cas, ttl: ttl)
+        @counts.wrote(key, @client.lease_fill(key, bytes, cas, ttl: ttl))
       end
 
       # flush_all on every server that is up (see the class comment).

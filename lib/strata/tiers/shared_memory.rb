@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "fileutils"
+require "strata/counters"
 require "strata/entry"
 require "strata/errors"
 require "strata/tier"
@@ -19,7 +20,10 @@ module Strata
     # +lock_timeout+ seconds (set/add/cas then return false; incr and decr raise
     # Strata::RetryableError). A write that gives up leaves its key reading as a miss in every
     # process, never as the value it failed to replace; so delete and clear still succeed.
-    # A forked child keeps using the table; its #stats start at zero.
+    # A forked child keeps using the table; its #stats start at zero. #counters are the host's:
+    # each process adds to its own slot in the file (claimed at its first count, kept when it
+    # exits), and every process reads their sum; the L1 figures are counted here, in C (reads,
+    # writes and deletes of cache keys, evictions), the others by the store and its stack.
     #
     # Sizing: +size+ bytes are reserved at creation (in /dev/shm by default; containers often
     # give /dev/shm only 64 MiB). About 88% holds items; each entry costs 24 bytes of header
@@ -56,8 +60,9 @@ module Strata
     # payload are copied into the item one after the other: one copy of a large value, where
     # joining them first would take two and a fresh allocation.
     #
-    # get, get_multi, get_with_cas, set, add, cas, delete, incr, decr, check_stamps, keys, cleanup,
-    # clear, stats, max_value_size, size, close and closed? are implemented in C
+    # get, peek, probe, get_multi, get_with_cas, set, add, cas, delete, incr, decr, check_stamps, keys, cleanup,
+    # clear, stats, _count, _operation, _counter_totals, max_value_size, size, close and closed? are
+    # implemented in C
     # (ext/strata/shared_memory_ext.c).
     class SharedMemory
       include Strata::Tier
@@ -106,6 +111,12 @@ module Strata
 
       def capabilities
         CAPABILITIES
+      end
+
+      # The host's counters: every process's figures in this table's file summed
+      # (Strata::Counters#totals; ext/strata/counters.h). Reading them claims no slot.
+      def counters
+        Counters.new(self).totals
       end
 
       def inspect

@@ -2,6 +2,7 @@
 
 require "active_record"
 require "digest"
+require "strata/counters"
 require "strata/errors"
 require "strata/entry"
 require "strata/dependencies"
@@ -178,6 +179,7 @@ module Strata
         @lock = Mutex.new # guards @writes and @counters
         @writes = 0
         @counters = {hits: 0, misses: 0, sets: 0, deletes: 0, too_large: 0, expiry_passes: 0, expired: 0, evicted: 0}
+        @counts = Counters::Row::NONE # the host's counters, once the stack gives a row (#count_in)
         @database = if path
           open_embedded(File.expand_path(path.to_s), pool || DEFAULTS[:pool], busy_timeout || DEFAULTS[:busy_timeout])
         else
@@ -194,10 +196,18 @@ module Strata
         CAPABILITIES
       end
 
+      def counter_row
+        "sql"
+      end
+
+      def count_in(row)
+        @counts = row
+      end
+
       def get(key)
         bytes = peek(key)
         count(bytes ? :hits : :misses)
-        bytes
+        @counts.read(key, bytes)
       end
 
       def get_multi(keys)
@@ -206,7 +216,7 @@ module Strata
         found, wanted = select_many(keys)
         count(:hits, found.size)
         count(:misses, wanted - found.size)
-        found
+        @counts.read_many(keys, found)
       end
 
       # #get without counting a hit or miss (see Tier#peek).
@@ -234,16 +244,17 @@ module Strata
         end
         if row.nil? || row[1] < 0
           count(:misses)
+          @counts.read(key, nil)
           return [nil, row ? row[2] : NO_TOMBSTONE]
         end
         count(:hits)
-        [row.first, nil]
+        [@counts.read(key, row.first), nil]
       end
 
       def set(key, bytes, ttl: nil)
         write(:set, key, bytes, ttl)
         count(:sets)
-        true
+        @counts.wrote(key, true)
       end
 
       # Every entry in one transaction (one commit instead of one per key), with the expiry passes
@@ -275,6 +286,7 @@ module Strata
         end
         refused = results.reject { |_, stored| stored }.keys
         count(:sets, results.size - refused.size)
+        @counts.wrote_many(results)
         results.merge!(versions.transform_values { true })
         return results if refused.empty?
 
@@ -285,20 +297,20 @@ module Strata
       end
 
       def add(key, bytes, ttl: nil)
-        return false unless write(:add, key, bytes, ttl)
+        return @counts.wrote(key, false) unless write(:add, key, bytes, ttl)
 
         count(:sets)
-        true
+        @counts.wrote(key, true)
       end
 
       # The fill of a read-through whose #get_for_fill gave token (nil: unknown): an add that may
       # also replace the tombstone token names, and no other. A tombstone made since the read refuses it, as
       # a live row does. False when refused.
       def add_for_fill(key, bytes, token, ttl: nil)
-        return false unless write(:add_for_fill, key, bytes, ttl, token || NO_TOMBSTONE)
+        return @counts.wrote(key, false) unless write(:add_for_fill, key, bytes, ttl, token || NO_TOMBSTONE)
 
         count(:sets)
-        true
+        @counts.wrote(key, true)
       end
 
       # Gives back what #add_for_fill stored, when the fill was refused further on: a tombstone
@@ -331,7 +343,7 @@ module Strata
           end
         end
         count(:deletes)
-        deleted
+        @counts.deleted(key, deleted)
       end
 
       # Empties the entries and the versions; the log gets a row saying so.

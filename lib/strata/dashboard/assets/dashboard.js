@@ -33,12 +33,12 @@
     });
   }
 
-  function counterPairs(cell, tier, counters) {
-    if (!counters) return;
-    Object.entries(counters).forEach(([name, value]) => {
+  // The numbers in figures, each marked data-figure="prefix.name".
+  function counterPairs(cell, prefix, figures) {
+    Object.entries(figures).forEach(([name, value]) => {
       if (typeof value !== "number") return;
       const pair = el("span", { class: "pair" }, name + "=");
-      pair.appendChild(el("b", { "data-figure": tier + ".counters." + name }, value));
+      pair.appendChild(el("b", { "data-figure": prefix + "." + name }, value));
       cell.appendChild(pair);
     });
   }
@@ -58,7 +58,7 @@
   }
 
   function countersRow(body, tier, counters) {
-    if (counters) tierRow(body, tier, "host counters", (cell) => counterPairs(cell, tier, counters));
+    if (counters) tierRow(body, tier, "host counters", (cell) => counterPairs(cell, tier + ".counters", counters));
   }
 
   function drawTiers(stats) {
