@@ -105,7 +105,7 @@
 
   // ---- line charts -----------------------------------------------------------------------------
 
-  const W = 400, H = 200, LEFT = 40, RIGHT = 92, TOP = 10, BOTTOM = 22;
+  const W = 400, H = 200, LEFT = 40, RIGHT = 118, TOP = 10, BOTTOM = 22;
 
   function niceMax(value) {
     if (!(value > 0)) return 1;
@@ -206,9 +206,9 @@
     lineChart(document.getElementById("chart-hit-ratio"), s.t, s.hit_ratio,
       { max: 1, percent: true, empty: "no hits or misses counted yet" });
     lineChart(document.getElementById("chart-latency"), s.t, s.latency,
-      { empty: "no operation timings (this build has no counters)" });
+      { empty: "no timed operations yet (host counters need an L1 table)" });
     lineChart(document.getElementById("chart-store"), s.t, s.store,
-      { empty: "no fill or wait counts (this build has no store counters)" });
+      { empty: "no fills or waits counted yet (host counters need an L1 table)" });
     drawSamples(data.samples);
   }
 
