@@ -12,7 +12,7 @@ Gem::Specification.new do |spec|
   spec.license = "MIT"
   spec.required_ruby_version = ">= 3.1"
 
-  spec.files = Dir["lib/**/*.{rb,tt}", "exe/*", "ext/**/*.{c,h,rb}", "docs/*.md", "README.md", "CHANGELOG.md", "LICENSE"]
+  spec.files = Dir["lib/**/*.{rb,tt}", "lib/strata/dashboard/assets/*", "exe/*", "ext/**/*.{c,h,rb}", "docs/*.md", "README.md", "CHANGELOG.md", "LICENSE"]
   spec.extensions = ["ext/strata/extconf.rb"]
   spec.require_paths = ["lib"]
   spec.bindir = "exe"

@@ -12,6 +12,8 @@ module Strata
   # Rack middleware and test helpers that report Ruby VM cache invalidations; loaded on first
   # use, so Strata runs without Rack.
   autoload :VMWatch, "strata/vm_watch"
+  # The live page (a Rack app) and its sampler; loaded on first use.
+  autoload :Dashboard, "strata/dashboard"
 
   class << self
     # When true, every invalidate.strata event also carries the caller's location (:caller), to

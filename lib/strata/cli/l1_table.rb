@@ -47,12 +47,17 @@ module Strata
       # Geometry, live entries and the host's counters (SharedMemory#counters: reading them
       # claims no slot); raises Refused, or Strata::Error from the open.
       def stats
+        open { |table, header| figures(table.stats, header).merge(host_counters: table.counters) }
+      end
+
+      # Yields the table (a Tiers::SharedMemory) and its header, closing the table after; raises
+      # Refused, or Strata::Error from the open.
+      def open
         header = read_header
-        slots = resolved_slots(header)
         table = Strata::Tiers::SharedMemory.new(path: @path, size: header[:file_size], shards: header[:shards],
-          segment_size: header[:segment_size], slots: slots, memo_size: 0)
+          segment_size: header[:segment_size], slots: resolved_slots(header), memo_size: 0)
         begin
-          figures(table.stats, header).merge(host_counters: table.counters)
+          yield table, header
         ensure
           table.close
         end

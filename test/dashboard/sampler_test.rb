@@ -1,0 +1,145 @@
+# frozen_string_literal: true
+
+require "test_helper"
+require "securerandom"
+require "active_support"
+require "active_support/cache/strata_store"
+require "strata/dashboard"
+require "strata/dashboard/sampler"
+require "support/child_processes"
+require "support/fake_clock"
+
+# Dashboard::Sampler in app processes and Samples read back by the dashboard: what is counted
+# from a store's events, how often it is published, and that several processes' samples add up
+# in the one L1 table.
+class DashboardSamplerTest < Minitest::Test
+  include Strata::TestSupport
+  include Strata::TestSupport::TrackedChildren
+
+  TABLE_SIZE = 4 << 20
+  DEADLINE = 30.0
+
+  def setup
+    @dir = private_tmpdir
+    @l1_path = File.join(@dir, "app.l1")
+    @stores = []
+    @samplers = []
+    @pids = []
+  end
+
+  def teardown
+    kill_tracked_children
+    @samplers.each(&:stop)
+    @stores.each(&:close)
+    FileUtils.remove_entry(@dir) if @dir && File.exist?(@dir)
+  end
+
+  def test_top_k_keeps_the_heavy_names_in_bounded_memory
+    top = Strata::Dashboard::TopK.new(3)
+    50.times { |i| top.add("light-#{i}") }
+    30.times { top.add("heavy") }
+    10.times { top.add("middle", 2) }
+
+    names = top.top
+
+    assert_equal 3, names.size
+    assert_equal %w[heavy middle], names.first(2).map(&:first)
+    assert_operator names[0][1], :>=, 30
+    assert_equal [10], names.select { |name, _, _| name == "middle" }.map(&:last)
+  end
+
+  def test_misses_fill_times_and_invalidated_tags_of_the_store_are_counted
+    store = new_store
+    sampler = start(store, every: 1)
+    other = ActiveSupport::Cache::MemoryStore.new
+    3.times { store.fetch("a") { "value" } }
+    store.fetch("b", tags: ["bugs/1"]) { "value" }
+    store.invalidate_tags("bugs/1", "bugs/2")
+    other.fetch("not-strata") { "value" }
+
+    sample = sampler.sample
+
+    assert_equal [["a", 1, 1], ["b", 1, 1]], sample[:misses].sort
+    assert_equal %w[a b], sample[:fill_time].map(&:first).sort
+    assert(sample[:fill_time].all? { |_, us, fills| us >= 0 && fills == 1 })
+    assert_equal [["bugs/1", 1, 1], ["bugs/2", 1, 1]], sample[:invalidations].sort
+    assert_equal [Process.pid, 1], sample.values_at(:pid, :every)
+  end
+
+  def test_one_event_in_every_is_counted_and_long_keys_are_cut
+    store = new_store
+    sampler = start(store, every: 3)
+    long = "k" * 100
+
+    9.times { store.read(long) }
+
+    assert_equal [["k" * Strata::Dashboard::Sampler::KEY_BYTES, 3, 3]], sampler.sample[:misses]
+  end
+
+  def test_it_publishes_at_most_once_a_second
+    clock = Strata::TestSupport::FakeClock.new
+    store = new_store
+    start(store, every: 1, clock: clock)
+    table = store.stack[:l1]
+
+    store.read("first")
+    clock.now += 0.5
+    store.read("second")
+    published = Strata::Dashboard::Samples.read(table)[:misses].map(&:first)
+    clock.now += 0.5
+    store.read("third")
+
+    assert_equal %w[first], published
+    assert_equal %w[first second third], Strata::Dashboard::Samples.read(table)[:misses].map(&:first).sort
+  end
+
+  def test_the_samples_of_several_processes_add_up
+    pids = 2.times.map do |n|
+      fork_tracked do
+        store = ActiveSupport::Cache::StrataStore.new(l1: {path: @l1_path, size: TABLE_SIZE})
+        sampler = Strata::Dashboard::Sampler.new(table: store.stack[:l1], store_name: store.class.name, every: 1)
+        sampler.subscribe
+        (n + 1).times { store.read("shared") }
+        store.read("child-#{n}")
+        published = sampler.publish
+        sampler.stop
+        store.close
+        published
+      end
+    end
+    assert_equal [0, 0], pids.map { |pid| reap_child(pid)&.exitstatus }
+
+    samples = Strata::CLI::L1Table.new(@l1_path).open { |table, _| Strata::Dashboard::Samples.read(table) }
+
+    assert_equal pids.sort, samples[:processes].map { |process| process[:pid] }.sort
+    assert_equal [["shared", 3, 3], ["child-0", 1, 1], ["child-1", 1, 1]], samples[:misses].sort_by { |name, weight, _| [-weight, name] }
+  end
+
+  def test_a_slot_taken_by_another_process_after_it_lapsed_is_given_up_for_a_free_one
+    store = new_store
+    sampler = start(store, every: 1)
+    table = store.stack[:l1]
+    store.read("mine")
+    assert sampler.publish
+    slot = Strata::Dashboard::Samples::SLOTS.times.find { |s| table.get(Strata::Dashboard::Samples.slot_key(s)) }
+    table.set(Strata::Dashboard::Samples.slot_key(slot), JSON.generate(pid: Process.pid + 1, misses: [["theirs", 1, 1]]))
+
+    assert sampler.publish
+
+    assert_equal [["mine", 1, 1], ["theirs", 1, 1]], Strata::Dashboard::Samples.read(table)[:misses].sort
+  end
+
+  private
+
+  def new_store
+    store = ActiveSupport::Cache::StrataStore.new(l1: {path: @l1_path, size: TABLE_SIZE})
+    @stores << store
+    store
+  end
+
+  def start(store, every:, clock: Strata::Clock.method(:monotonic))
+    sampler = Strata::Dashboard::Sampler.new(table: store.stack[:l1], store_name: store.class.name, every: every, clock: clock)
+    @samplers << sampler.subscribe
+    sampler
+  end
+end
