@@ -212,6 +212,29 @@ class EntryTest < Minitest::Test
     refute Entry.stamped?("12")
   end
 
+  # Only the marker tells a put-back entry (race_condition_ttl) apart: it decodes as the entry
+  # it was, in a String or a Split, and is never a bare string read without decoding.
+  def test_a_put_back_entry_differs_by_its_marker_only
+    bytes = Entry.encode("x", expires_at: 123_456, version: "v", stamps: [[1, 2]])
+    marked = Entry.put_back!(bytes.dup)
+
+    assert Entry.put_back?(marked)
+    refute Entry.put_back?(bytes)
+    assert_equal bytes.byteslice(1..), marked.byteslice(1..)
+    assert Entry.entry?(marked)
+    assert Entry.stamped?(marked)
+    assert_equal [[1, 2]], Entry.stamps(marked)
+    assert_equal 123_456, Entry.expires_at(marked)
+    decoded = Entry.decode(marked)
+    assert_equal ["x", 123_456, "v"], [decoded.payload, decoded.expires_at, decoded.version]
+    assert_nil Entry.plain_string(Entry.put_back!(Entry.encode("x")))
+
+    split = Entry.put_back!(Entry::Split.new(Entry.encode(""), "y" * 10))
+    assert Entry.put_back?(split.head)
+    refute Entry.put_back?("12")
+    assert_equal "12", Entry.put_back!(+"12"), "a counter is left as it is"
+  end
+
   def test_a_stamp_count_that_disagrees_with_the_flag_is_corrupt
     flagged = Entry.encode("x").b
     flagged.setbyte(1, flagged.getbyte(1) | Entry::STAMPED)

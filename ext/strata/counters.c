@@ -63,6 +63,14 @@ static const char *const store_names[STRATA_SC_COUNT] = {
 static const char *const tier_row_names[3][STRATA_TC_COUNT] = {TIER_NAMES("l1"), TIER_NAMES("memcached"),
                                                                 TIER_NAMES("sql")};
 
+static const char *const memcached_names[STRATA_MC_END - STRATA_TC_COUNT] = {
+    [STRATA_MC_GUTTER_READS - STRATA_TC_COUNT] = "memcached.gutter_reads",
+    [STRATA_MC_GUTTER_WRITES - STRATA_TC_COUNT] = "memcached.gutter_writes",
+    [STRATA_MC_GUTTER_DELETES - STRATA_TC_COUNT] = "memcached.gutter_deletes",
+    [STRATA_MC_RECOVERY_DELETES - STRATA_TC_COUNT] = "memcached.recovery_deletes",
+    [STRATA_MC_RECOVERY_FLUSHES - STRATA_TC_COUNT] = "memcached.recovery_flushes",
+};
+
 #define OP_NAMES(op) {"op." op ".count", "op." op ".timed", "op." op ".us"}
 static const char *const op_names[STRATA_OPS_ROWS][3] = {OP_NAMES("read_hit"), OP_NAMES("fetch_miss"),
                                                          OP_NAMES("write"), OP_NAMES("delete")};
@@ -71,7 +79,8 @@ const char *strata_counter_name(unsigned i)
 {
     if (i < STRATA_STORE_AT) {
         unsigned row = i / STRATA_TIER_WORDS, c = i % STRATA_TIER_WORDS;
-        return c < STRATA_TC_COUNT ? tier_row_names[row][c] : NULL;
+        if (c < STRATA_TC_COUNT) return tier_row_names[row][c];
+        return row == STRATA_ROW_MEMCACHED && c < STRATA_MC_END ? memcached_names[c - STRATA_TC_COUNT] : NULL;
     }
     if (i < STRATA_OPS_AT) return i - STRATA_STORE_AT < STRATA_SC_COUNT ? store_names[i - STRATA_STORE_AT] : NULL;
     if (i < STRATA_OPS_AT + STRATA_OPS_ROWS * STRATA_OP_WORDS) {

@@ -88,7 +88,14 @@
  *                writes: entries stored; writes_refused: writes not stored (a full lock
  *                wait, a value too large, an add or cas that lost); deletes: entries removed;
  *                evictions: live entries dropped to make room (L1 only);
- *                errors_timeout / errors_connection / errors_other: tier failures by kind
+ *                errors_timeout / errors_connection / errors_other: tier failures by kind;
+ *                memcached's row only, after those: gutter_reads, gutter_writes,
+ *                gutter_deletes: requests for keys whose server was down, sent to a gutter
+ *                server instead (a key each, the stack's own keys included), and the deletes
+ *                of those gutter copies at the server's recovery; recovery_deletes: keys
+ *                deleted on a server when it answered again (its recovery log: the keys
+ *                changed while it was down); recovery_flushes: servers flushed at recovery (a
+ *                log that overflowed, or a flush while down)
  *   store        fills: fetch blocks run to compute a missing value, fill_us their time;
  *                lock_waits / lock_wait_us: read-throughs that waited on another process's
  *                host lock, and for how long; lease_waits / lease_wait_us: the same for a
@@ -116,6 +123,17 @@ enum strata_tier_counter {
     STRATA_TC_ERRORS_OTHER,
     STRATA_TC_COUNT
 };
+
+/* memcached's row goes on after the common figures. */
+enum strata_memcached_counter {
+    STRATA_MC_GUTTER_READS = STRATA_TC_COUNT,
+    STRATA_MC_GUTTER_WRITES,
+    STRATA_MC_GUTTER_DELETES,
+    STRATA_MC_RECOVERY_DELETES,
+    STRATA_MC_RECOVERY_FLUSHES,
+    STRATA_MC_END
+};
+_Static_assert(STRATA_MC_END <= STRATA_TIER_WORDS, "memcached's figures fit its row");
 
 #define STRATA_STORE_AT (3 * STRATA_TIER_WORDS)
 enum strata_store_counter {

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #define ENTRY_MARKER 0xE1
+#define ENTRY_PUT_BACK_MARKER 0xE3 /* the same layout: an entry put back for race_condition_ttl */
 #define ENTRY_STAMPED 0x80 /* in the flags byte, offset 1 */
 #define ENTRY_VERSION_AT 10
 #define ENTRY_HEADER_BYTES 14 /* marker, flags, expires_at, version length, stamp count */
@@ -105,7 +106,7 @@ strata_stamps strata_entry_stamps_check(strata_table *t, const void *bytes, size
     const unsigned char *p = bytes;
     size_t at, count;
 
-    if (len < ENTRY_HEADER_BYTES || p[0] != ENTRY_MARKER) return STRATA_STAMPS_UNKNOWN;
+    if (len < ENTRY_HEADER_BYTES || (p[0] != ENTRY_MARKER && p[0] != ENTRY_PUT_BACK_MARKER)) return STRATA_STAMPS_UNKNOWN;
     at = ENTRY_HEADER_BYTES + load_le16(p + ENTRY_VERSION_AT); /* just past the stamp count */
     if (at > len) return STRATA_STAMPS_UNKNOWN;
     count = load_le16(p + at - 2);
@@ -117,5 +118,5 @@ int strata_entry_stamped(const void *bytes, size_t len)
 {
     const unsigned char *p = bytes;
 
-    return len >= 2 && p[0] == ENTRY_MARKER && (p[1] & ENTRY_STAMPED) != 0;
+    return len >= 2 && (p[0] == ENTRY_MARKER || p[0] == ENTRY_PUT_BACK_MARKER) && (p[1] & ENTRY_STAMPED) != 0;
 }

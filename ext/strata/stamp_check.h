@@ -9,7 +9,8 @@
  *
  * WHAT IT READS (both layouts are fixed by the Ruby side; a change there must change these)
  *   entry bytes (lib/strata/entry.rb), integers little-endian:
- *     offset 0 u8 marker 0xE1; 1 u8 flags; 2 u64 expires_at; 10 u16 version length n, then n
+ *     offset 0 u8 marker 0xE1 (or 0xE3, the same layout: an entry put back for
+ *     race_condition_ttl); 1 u8 flags; 2 u64 expires_at; 10 u16 version length n, then n
  *     bytes; 12+n u16 stamp count c; 14+n c pairs of (u64 tag id, u64 tag version); payload.
  *   a tag's version (lib/strata/dependencies.rb, KEY_FORMAT): the table's value under the key
  *     "\0strata:tag:" followed by the id as 16 lowercase hex digits (28 bytes), 8 bytes, the

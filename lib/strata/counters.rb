@@ -21,6 +21,8 @@ module Strata
     INDEX = Tiers::SharedMemory::COUNTER_INDEX
     TIERS = %w[l1 memcached sql].freeze
     TIER_FIGURES = %w[hits misses writes writes_refused deletes evictions errors_timeout errors_connection errors_other].freeze
+    # memcached's row only, after TIER_FIGURES: its gutter traffic and outage recoveries.
+    MEMCACHED_FIGURES = %w[gutter_reads gutter_writes gutter_deletes recovery_deletes recovery_flushes].freeze
     STORE_FIGURES = %w[fills fill_us lock_waits lock_wait_us lease_waits lease_wait_us stale_hits invalidations versions_bumped].freeze
     OPERATIONS = %w[read_hit fetch_miss write delete].freeze
 
@@ -102,12 +104,13 @@ module Strata
       @sink._counter_totals
     end
 
-    # {tiers: {l1: {hits:, misses:, ..., hit_ratio:}, memcached: {...}, sql: {...}},
+    # {tiers: {l1: {hits:, misses:, ..., hit_ratio:}, memcached: {..., gutter_reads:, ...}, sql: {...}},
     #  store: {fills:, fill_us:, ..., operations: {read_hit: {count:, timed:, us:, mean_us:}, ...},
     #  processes:, slots_used:, unslotted:}} from a flat {"l1.hits" => n, ...}.
     def self.shape(flat)
       tiers = TIERS.to_h do |tier|
-        figures = TIER_FIGURES.to_h { |name| [name.to_sym, flat.fetch("#{tier}.#{name}")] }
+        names = (tier == "memcached") ? TIER_FIGURES + MEMCACHED_FIGURES : TIER_FIGURES
+        figures = names.to_h { |name| [name.to_sym, flat.fetch("#{tier}.#{name}")] }
         [tier.to_sym, figures.merge(hit_ratio: ratio(figures[:hits], figures[:hits] + figures[:misses]))]
       end
       store = STORE_FIGURES.to_h { |name| [name.to_sym, flat.fetch("store.#{name}")] }

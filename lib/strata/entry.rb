@@ -9,8 +9,10 @@ module Strata
   #
   # Layout, integers little-endian:
   #
-  #   offset 0   u8   MARKER, the format version. Never an ASCII digit: a tier's counters are bare
-  #                   ASCII decimal (memcached-style), so the first byte tells the two apart.
+  #   offset 0   u8   MARKER, the format version; or PUT_BACK_MARKER: the same format, for an
+  #                   entry Rails' fetch put back past its expiry for race_condition_ttl (below).
+  #                   Never an ASCII digit: a tier's counters are bare ASCII decimal
+  #                   (memcached-style), so the first byte tells the two apart.
   #   offset 1   u8   flags: COMPRESSED, the payload KIND, the SERIALIZER, VERSIONED, STAMPED
   #   offset 2   u64  expires_at, unix milliseconds; 0 means never
   #   offset 10  u16  version length, then the version bytes (UTF-8; present when VERSIONED)
@@ -23,6 +25,13 @@ module Strata
   # byte what it was before tags existed. A reader from before tags rejects the flag as unknown:
   # for it a tagged entry is corrupt, a miss, never a value served without its check.
   #
+  # A put-back entry: when Rails' fetch finds an entry expired less than race_condition_ttl ago,
+  # it writes the entry back with expires_at pushed race_condition_ttl ahead and recomputes;
+  # readers meanwhile are served that stale copy. The store writes it under PUT_BACK_MARKER
+  # (the flag bits are all taken, and the marker is the one byte every tier carries as it is),
+  # so that a reader can tell the copy from the value it replaced (Entry.put_back?). A reader built
+  # before the marker existed finds no entry it knows: a miss, for the window only.
+  #
   # Decoding checks every length against the string before reading, so malformed bytes raise
   # Strata::CorruptError and never read out of bounds.
   #
@@ -30,6 +39,7 @@ module Strata
   # and the payload, for a tier that copies them into place itself (see Split).
   class Entry
     MARKER = 0xE1
+    PUT_BACK_MARKER = 0xE3
 
     # Flags, byte 1.
     COMPRESSED = 0x01 # the payload went through the store's compressor
@@ -116,7 +126,8 @@ module Strata
       # The decoded Entry, or Strata::CorruptError when bytes are not a well-formed entry.
       def decode(bytes)
         size = bytes.bytesize
-        raise CorruptError, "not a Strata entry" unless size >= HEADER_BYTES && bytes.getbyte(0) == MARKER
+        marker = bytes.getbyte(0) if size >= HEADER_BYTES
+        raise CorruptError, "not a Strata entry" unless marker == MARKER || marker == PUT_BACK_MARKER
 
         flags = bytes.getbyte(1)
         raise CorruptError, "unknown entry flags #{flags}" unless VALID_FLAGS[flags]
@@ -146,7 +157,7 @@ module Strata
       # for both, so that a tagged hit reads it once, as an untagged one does.
       def plain_string(bytes)
         size = bytes.bytesize
-        return nil unless size >= HEADER_BYTES && bytes.getbyte(0) == MARKER
+        return nil unless size >= HEADER_BYTES && bytes.getbyte(0) == MARKER # a put-back entry expires
 
         flags = bytes.getbyte(1)
         if (encoding = PLAIN_ENCODINGS[flags])
@@ -171,13 +182,29 @@ module Strata
 
       # True when bytes start like an entry (as opposed to a counter or foreign data).
       def entry?(bytes)
-        bytes.getbyte(0) == MARKER
+        bytes.getbyte(0) == MARKER || bytes.getbyte(0) == PUT_BACK_MARKER
       end
 
-      # True when bytes are an entry with dependency stamps. One byte read: the untagged hit's
-      # whole cost of tags.
+      # True when bytes are an entry with dependency stamps. Two bytes read: the untagged hit's
+      # whole cost of tags (the usual marker is tested first, alone: this runs on every hit).
       def stamped?(bytes)
-        bytes.getbyte(0) == MARKER && bytes.getbyte(1) & STAMPED != 0
+        if bytes.getbyte(0) == MARKER
+          bytes.getbyte(1) & STAMPED != 0
+        else
+          bytes.getbyte(0) == PUT_BACK_MARKER && bytes.getbyte(1) & STAMPED != 0
+        end
+      end
+
+      # True when bytes are an entry Rails' fetch put back past its expiry for race_condition_ttl.
+      def put_back?(bytes)
+        bytes.getbyte(0) == PUT_BACK_MARKER
+      end
+
+      # bytes (a String or a Split, as #encode makes them) marked as a put-back entry, in place.
+      def put_back!(bytes)
+        head = bytes.is_a?(Split) ? bytes.head : bytes
+        head.setbyte(0, PUT_BACK_MARKER) if head.getbyte(0) == MARKER
+        bytes
       end
 
       # The dependency stamps of entry bytes, [[tag_id, version], ...], without decoding the
@@ -190,7 +217,7 @@ module Strata
       # #stamps flat, in one Array: [tag_id, version, tag_id, version, ...] (the stack's check).
       def stamp_words(bytes)
         size = bytes.bytesize
-        raise CorruptError, "not a Strata entry" unless size >= HEADER_BYTES && bytes.getbyte(0) == MARKER
+        raise CorruptError, "not a Strata entry" unless size >= HEADER_BYTES && entry?(bytes)
 
         at = STAMPS_AT + bytes.unpack1("S<", offset: VERSION_AT)
         raise CorruptError, "entry version runs past the end" if at + 2 > size
@@ -209,7 +236,7 @@ module Strata
 
       # expires_at (unix ms, 0 = never) read straight from the header, without decoding the rest.
       def expires_at(bytes)
-        raise CorruptError, "not a Strata entry" unless bytes.bytesize >= HEADER_BYTES && bytes.getbyte(0) == MARKER
+        raise CorruptError, "not a Strata entry" unless bytes.bytesize >= HEADER_BYTES && entry?(bytes)
 
         bytes.unpack1("Q<", offset: 2)
       end

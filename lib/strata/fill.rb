@@ -30,6 +30,9 @@ module Strata
     attr_accessor :stale
     # Seconds the read waited on another caller's host lock or lease, or nil when it did not wait.
     attr_accessor :waited
+    # True when the caller was served an entry Rails' fetch had put back for race_condition_ttl
+    # (Entry.put_back?; the store notes it, for its cache_fetch_hit event).
+    attr_accessor :put_back_served
     # True when this caller computes without the lease another caller holds (it waited too long):
     # its value goes back to its own caller only, never into a tier.
     attr_accessor :unleased
@@ -53,6 +56,7 @@ module Strata
       @lease_done = false
       @stale = false
       @waited = nil
+      @put_back_served = false
       @unleased = false
       @read = false
       @found = nil

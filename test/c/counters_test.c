@@ -103,6 +103,12 @@ static void test_names(void)
     CHECK(strcmp(strata_counter_name(STRATA_TIER_COUNTER(STRATA_ROW_SQL, STRATA_TC_ERRORS_OTHER)), "sql.errors_other") == 0);
     CHECK(strcmp(strata_counter_name(FILLS), "store.fills") == 0);
     CHECK(strcmp(strata_counter_name(STRATA_OP_COUNTER(STRATA_OPS_DELETE, STRATA_OC_US)), "op.delete.us") == 0);
+    CHECK(strcmp(strata_counter_name(STRATA_TIER_COUNTER(STRATA_ROW_MEMCACHED, STRATA_MC_GUTTER_READS)),
+                 "memcached.gutter_reads") == 0);
+    CHECK(strcmp(strata_counter_name(STRATA_TIER_COUNTER(STRATA_ROW_MEMCACHED, STRATA_MC_RECOVERY_FLUSHES)),
+                 "memcached.recovery_flushes") == 0);
+    CHECK(strata_counter_name(STRATA_TIER_COUNTER(STRATA_ROW_MEMCACHED, STRATA_MC_END)) == NULL);
+    CHECK(strata_counter_name(STRATA_TIER_COUNTER(STRATA_ROW_SQL, STRATA_MC_GUTTER_READS)) == NULL); /* memcached's only */
     CHECK(strata_counter_name(STRATA_TC_COUNT) == NULL); /* a tier row's unused word */
     CHECK(strata_counter_name(STRATA_COUNTERS - 1) == NULL);
 }

@@ -4,6 +4,7 @@ require "test_helper"
 require "securerandom"
 require "socket"
 require "strata/meta"
+require "strata/counters"
 require "support/waiting"
 require "support/memcached_process"
 require "support/memcached_helpers"
@@ -131,8 +132,11 @@ class MetaClientOutageTest < Minitest::Test
     assert_nil client.get(key)
   end
 
+  # Counted too (Client#counts): what went to the gutter, and what the recovery deleted.
   def test_multi_key_changes_during_an_outage
     client = new_client
+    counters = Strata::Counters.new
+    client.counts = Strata::Counters::Row.new(counters, "memcached")
     on_primary = keys_on(client, @primary.server).first(3)
     on_gutter = keys_on(client, @gutter.server).first(2)
     (on_primary + on_gutter).each { |key| assert client.set(key, "v1") }
@@ -143,8 +147,13 @@ class MetaClientOutageTest < Minitest::Test
     assert_equal @primary.server, error.server
     assert_equal [on_primary.last, *on_gutter].sort, error.result.keys.sort, "every server answered"
 
+    assert_equal on_primary.first(2).to_h { |key| [key, "v2"] }, client.get_multi(on_primary), "read on the gutter"
+    assert_equal [3, 2, 1, 0], outage_figures(counters).first(4)
+
     recover(client, on_primary.first)
     assert_empty client.get_multi(on_primary + on_gutter)
+    # The three keys on the server, then the copies of them the gutter holds.
+    assert_equal [3, 2, 4, 3, 0], outage_figures(counters)
   end
 
   # More changes than recovery_log_size: the process can't say which copies are current, so by
@@ -174,6 +183,8 @@ class MetaClientOutageTest < Minitest::Test
 
   def test_an_overflowed_log_with_recovery_overflow_flush_flushes_the_server
     client = new_client(recovery_log_size: 2, recovery_overflow: :flush)
+    counters = Strata::Counters.new
+    client.counts = Strata::Counters::Row.new(counters, "memcached")
     keys = keys_on(client, @primary.server).first(4)
     keys.each { |key| assert client.set(key, "v1") }
 
@@ -181,6 +192,7 @@ class MetaClientOutageTest < Minitest::Test
     keys.first(3).each { |key| assert client.set(key, "v2") }
     recover(client, keys.first)
     assert_empty client.get_multi(keys)
+    assert_equal 1, outage_figures(counters).last, "one flush at recovery"
     assert client.set(keys.first, "v3")
     assert_equal "v3", client.get(keys.first)
   end
@@ -255,6 +267,11 @@ class MetaClientOutageTest < Minitest::Test
     process = Strata::TestSupport::MemcachedProcess.new
     @processes << process
     process.start
+  end
+
+  # gutter_reads, gutter_writes, gutter_deletes, recovery_deletes, recovery_flushes.
+  def outage_figures(counters)
+    counters.totals[:tiers][:memcached].values_at(*Strata::Counters::MEMCACHED_FIGURES.map(&:to_sym))
   end
 
   def new_client(servers = [@primary.server, @gutter.server], **options)

@@ -4,6 +4,10 @@ require_relative "store_case"
 require "securerandom"
 require "support/memcached_process"
 require "support/fake_clock"
+require "json"
+require "open3"
+require "rbconfig"
+require "yaml"
 
 # Issue 22, fault 1, through the Rails API: a memcached server stalls (SIGSTOP) long enough to be
 # marked down; a write, a delete and a counter change go to the gutter meanwhile; the server runs
@@ -37,7 +41,61 @@ class StrataStoreMemcachedOutageTest < Strata::StoreCase
     outage(build_store(memcached: memcached_options), written_after: ["v2"])
   end
 
+  # The same outage, counted: what went to the gutter while the server was down (reads, writes,
+  # deletes) and what its recovery deleted, in the host's counters, as the store and
+  # `strata stats` (JSON and text) show them.
+  def test_gutter_traffic_and_recovery_are_counted_and_shown
+    cache = build_store(memcached: memcached_options)
+    client = cache.stack[:l2].client
+    written, deleted, counted, probe, *absent = names_on(cache, client, @primary.server, 7)
+    assert cache.write(written, "v1")
+    assert cache.write(deleted, "v1")
+    assert_equal({}, gutter_figures(cache).reject { |_name, n| n.zero? }, "nothing went to the gutter yet")
+
+    @primary.pause
+    2.times { assert_nil cache.read(probe), "a timed-out read is a miss" }
+    refute client.ring.up?(@primary.server)
+    # The read that marked it down may have gone on to the gutter: counted from here.
+    reads = gutter_figures(cache)[:gutter_reads]
+    assert cache.write(written, "v2")
+    capture_reports { cache.delete(deleted) }
+    assert_equal 1, cache.increment(counted)
+    assert_nil cache.read(absent[0])
+    assert_equal({}, cache.read_multi(*absent[1, 2]))
+    # Four reads: the write's read back (Stack#settle), the read and the read_multi's two keys.
+    assert_equal({gutter_reads: reads + 4, gutter_writes: 2, gutter_deletes: 1, recovery_deletes: 0, recovery_flushes: 0},
+      gutter_figures(cache))
+
+    @primary.resume
+    @clock.now += RETRY_AFTER
+    assert_nil cache.read(probe), "the first call to the server recovers it"
+    # The recovery log held written, deleted and counted: deleted on the server, then their
+    # gutter copies.
+    assert_equal({gutter_reads: reads + 4, gutter_writes: 2, gutter_deletes: 4, recovery_deletes: 3, recovery_flushes: 0},
+      gutter_figures(cache))
+
+    config = File.join(@tmpdir, "strata.yml")
+    File.write(config, YAML.dump("l1" => {"path" => table_path}, "memcached" => {"servers" => [@primary.server, @gutter.server]}))
+    out, err, status = run_stats("--json", "--config", config)
+    assert status.success?, err
+    json = JSON.parse(out, symbolize_names: true)[:memcached_counters]
+    assert_equal gutter_figures(cache), json.slice(*gutter_figures(cache).keys)
+    out, err, status = run_stats("--config", config)
+    assert status.success?, err
+    assert_match(/^l2 +gutter +gutter_reads=#{reads + 4} gutter_writes=2 gutter_deletes=4 recovery_deletes=3 recovery_flushes=0$/, out)
+  end
+
   private
+
+  def gutter_figures(cache)
+    cache.stats[:counters][:tiers][:memcached].slice(:gutter_reads, :gutter_writes, :gutter_deletes, :recovery_deletes,
+      :recovery_flushes)
+  end
+
+  def run_stats(*args)
+    root = File.expand_path("../..", __dir__)
+    Open3.capture3(RbConfig.ruby, "-rbundler/setup", "-I", File.join(root, "lib"), File.join(root, "exe", "strata"), "stats", *args)
+  end
 
   # stall, write v2, delete, count, recover: reads give v2 or a miss, never v1.
   def outage(cache, written_after:)

@@ -85,6 +85,53 @@ class StrataStoreRaceConditionTtlTest < Strata::StoreCase
     end
   end
 
+  LAYOUTS.each do |name, tiers|
+    # The put-back copy is a stale value: whoever is served it while the fetch recomputes (the
+    # block, another thread, another host) counts a stale hit, and its cache_read and
+    # cache_fetch_hit say stale: true; observed or not. The new value is a plain hit again.
+    define_method(:"test_#{name}_the_put_back_copy_is_counted_and_reported_as_a_stale_hit") do
+      cache = layout_store(tiers)
+      other_host = layout_store(tiers, l1_path: File.join(@tmpdir, "other-host.l1")) if tiers.include?(:memcached)
+      cache.write("key", "old", expires_in: 60)
+
+      travel 61.seconds do
+        reads = fetch_hits = nil
+        value = cache.fetch("key", race_condition_ttl: 10) do
+          assert_equal "old", cache.read("key"), "unobserved"
+          assert_equal 1, stale_hits(cache)
+          fetch_hits = capture_events("cache_fetch_hit.active_support") do
+            reads = capture_events("cache_read.active_support") do
+              assert_equal "old", cache.read("key")
+              assert_equal "old", Thread.new { cache.fetch("key") { "computed by another thread" } }.value
+              assert_equal "old", other_host.fetch("key") { "computed by another host" } if other_host
+            end
+          end
+          "new"
+        end
+
+        assert_equal "new", value
+        assert_equal [true] * (other_host ? 3 : 2), reads.map { |payload| payload[:stale] }
+        assert_equal [true] * (other_host ? 2 : 1), fetch_hits.map { |payload| payload[:stale] }
+        assert_equal 3, stale_hits(cache)
+        assert_equal 1, stale_hits(other_host) if other_host
+
+        reads = capture_events("cache_read.active_support") { assert_equal "new", cache.fetch("key") { flunk } }
+        refute reads.first.key?(:stale)
+        assert_equal 3, stale_hits(cache)
+      end
+    end
+  end
+
+  # An entry written with race_condition_ttl, but not put back, is no stale hit while it lives.
+  def test_an_entry_written_with_race_condition_ttl_is_a_plain_hit
+    cache = layout_store(LAYOUTS[:l1_memcached])
+    cache.write("key", "old", expires_in: 60, race_condition_ttl: 10)
+
+    reads = capture_events("cache_read.active_support") { assert_equal "old", cache.fetch("key", race_condition_ttl: 10) { flunk } }
+    refute reads.first.key?(:stale)
+    assert_equal 0, stale_hits(cache)
+  end
+
   # L1 and memcached lost the entry (evicted, restarted) while the SQL tier keeps it through the
   # window: the fetch wins memcached's lease and finds the stale entry below. Putting it back and
   # then writing the new value must not be refused as a fill over a value stored since.
@@ -110,6 +157,10 @@ class StrataStoreRaceConditionTtlTest < Strata::StoreCase
   end
 
   private
+
+  def stale_hits(cache)
+    cache.stats[:counters][:store][:stale_hits]
+  end
 
   def layout_store(tiers, logger: nil, l1_path: table_path)
     options = {namespace: @namespace}

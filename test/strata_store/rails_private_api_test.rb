@@ -27,6 +27,7 @@ class StrataStoreRailsPrivateApiTest < Minitest::Test
     merged_options: [%i[req call_options]],
     expanded_key: [%i[req key]],
     key_matcher: [%i[req pattern], %i[req options]],
+    handle_expired_entry: [%i[req entry], %i[req key], %i[req options]],
     instrument: [%i[req operation], %i[req key], %i[opt options], %i[block block]],
     _instrument: [%i[req operation], %i[key multi], %i[key options], %i[keyrest payload], %i[block block]]
   }.freeze

@@ -39,6 +39,15 @@ module Strata
         assert_equal true, @table.check_stamps(entry(@ids, versions))
       end
 
+      # An entry put back for race_condition_ttl (Entry.put_back!) is checked as any other.
+      def test_a_put_back_entry_is_checked_as_any_other
+        versions = @dependencies.versions(@ids)
+
+        assert_equal true, @table.check_stamps(Entry.put_back!(entry(@ids, versions)))
+        @dependencies.bump([@ids[0]])
+        assert_equal false, @table.check_stamps(Entry.put_back!(entry(@ids, versions)))
+      end
+
       # The table holds versions as Dependencies writes them: a bump there is seen at once.
       def test_one_stale_stamp_makes_it_false
         versions = @dependencies.versions(@ids)

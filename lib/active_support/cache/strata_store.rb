@@ -80,8 +80,10 @@ module ActiveSupport
       # One fiber's read-throughs: fill, the Strata::Fill of the innermost fetch; multi, the
       # innermost fetch_multi's fills by key (for its write_multi_entries), multi_unread,
       # whether that fetch_multi has yet to read its misses through (its one read_multi_entries),
-      # and multi_event, its cache_read_multi payload meanwhile (see #_instrument).
-      ReadThroughs = Struct.new(:fill, :multi, :multi_unread, :multi_event)
+      # and multi_event, its cache_read_multi payload meanwhile (see #_instrument); put_back, the
+      # key whose expired entry Rails' fetch is putting back for race_condition_ttl (see
+      # #handle_expired_entry).
+      ReadThroughs = Struct.new(:fill, :multi, :multi_unread, :multi_event, :put_back)
       # The Strata::Dependencies::Capture of the fetch block running in this fiber.
       CAPTURE = :__strata_store_capture
       INVALIDATE_EVENT = "invalidate.strata"
@@ -283,7 +285,21 @@ module ActiveSupport
       # little as possible per read.
       def read_entry(key, event: nil, raw: false, **)
         bytes = read_bytes(key, event)
-        bytes && failsafe(nil) { @codec.load(bytes, raw) }
+        return nil unless bytes
+
+        entry = failsafe(nil) { @codec.load(bytes, raw) }
+        served_put_back(key, event) if entry && Strata::Entry.put_back?(bytes) && !entry.expired?
+        entry
+      end
+
+      # A live entry that Rails' fetch put back for race_condition_ttl was served as the value of
+      # key: a stale hit (Strata::Counters), stale: true in the read's event and, through the
+      # fetch's read-through, in its cache_fetch_hit.
+      def served_put_back(key, event)
+        @counters.add(Strata::Counters::STALE_HITS)
+        event[:stale] = true if event
+        fill = current_fill(key)
+        fill.put_back_served = true if fill
       end
 
       # The stored bytes for key, through the local cache when one is active (with none active the
@@ -342,10 +358,10 @@ module ActiveSupport
       # writes them into its payload). Rails' fetch emits it inside the read-through (#fetch).
       def instrument(operation, key, options = nil, &block)
         fill = read_throughs.fill if operation == :fetch_hit
-        return super if fill.nil? || !(fill.stale || fill.waited)
+        return super if fill.nil? || !(fill.stale || fill.waited || fill.put_back_served)
 
         found = {}
-        found[:stale] = true if fill.stale
+        found[:stale] = true if fill.stale || fill.put_back_served
         found[:waited] = fill.waited if fill.waited
         super(operation, key, options ? options.merge(found) : found, &block)
       end
@@ -376,7 +392,7 @@ module ActiveSupport
 
       # This fiber's ReadThroughs: the one place the adapter keeps read-through state per fiber.
       def read_throughs
-        Thread.current[READ_THROUGHS] ||= ReadThroughs.new(nil, nil, false, nil)
+        Thread.current[READ_THROUGHS] ||= ReadThroughs.new(nil, nil, false, nil, nil)
       end
 
       # The Strata::Fill of the fetch of key running in this fiber, if any.
@@ -400,9 +416,27 @@ module ActiveSupport
         stamps = stamps_for(key, options[:tags])
         return withheld(key) if Strata::TransactionTags.hides?(stamps)
 
-        write_serialized_entry(key, serialize_entry(entry, stamps: stamps, split: split?(entry), **options), **options)
+        payload = serialize_entry(entry, stamps: stamps, split: split?(entry), **options)
+        Strata::Entry.put_back!(payload) if (put_back = read_throughs.put_back) && put_back == key
+        write_serialized_entry(key, payload, **options)
       ensure
         @counters.operation(Strata::Counters::WRITE, started)
+      end
+
+      # Rails' fetch found entry expired: less than race_condition_ttl ago, it writes entry back
+      # with expires_at pushed that far ahead (readers are served it meanwhile) and recomputes;
+      # else it deletes it. The write back is marked (Strata::Entry.put_back!), so that whoever
+      # is served the copy, through any tier, counts a stale hit (#served_put_back).
+      def handle_expired_entry(entry, key, options)
+        return super unless entry && options[:race_condition_ttl]
+
+        state = read_throughs
+        state.put_back = key
+        begin
+          super
+        ensure
+          state.put_back = nil
+        end
       end
 
       # Whether entry may go to the table as a Strata::Entry::Split (Codec#dump decides on the

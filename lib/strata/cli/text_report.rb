@@ -14,7 +14,10 @@ module Strata
         rows << l1_row(@snapshot[:l1]) if @snapshot.key?(:l1)
         rows << counters_row("l1", @snapshot[:l1][:counters]) if @snapshot.dig(:l1, :counters)
         @snapshot[:memcached]&.each { |server| rows << memcached_row(server) }
-        rows << counters_row("l2", @snapshot[:memcached_counters]) if @snapshot[:memcached_counters]
+        if (memcached = @snapshot[:memcached_counters])
+          rows << counters_row("l2", memcached)
+          rows << gutter_row(memcached)
+        end
         rows << sql_row(@snapshot[:sql]) if @snapshot.key?(:sql)
         rows << counters_row("l3", @snapshot[:sql][:counters]) if @snapshot.dig(:sql, :counters)
         rows.concat(store_rows(@snapshot[:store])) if @snapshot[:store]
@@ -48,6 +51,12 @@ module Strata
       def counters_row(tier, counters)
         [tier, "host counters", "hits=#{counters[:hits]} misses=#{counters[:misses]} ratio=#{percent(counters[:hit_ratio])} " +
           pairs(counters, :writes, :writes_refused, :deletes, :evictions, :errors_timeout, :errors_connection, :errors_other)]
+      end
+
+      # memcached's outages: requests sent to a gutter while their server was down, and the
+      # recoveries that followed.
+      def gutter_row(counters)
+        ["l2", "gutter", pairs(counters, :gutter_reads, :gutter_writes, :gutter_deletes, :recovery_deletes, :recovery_flushes)]
       end
 
       # The store's figures: its reads' hit ratio and operations (count and mean time), then

@@ -12,7 +12,25 @@ module Strata
         @hits, @misses, @writes, @refused, @deletes = %w[hits misses writes writes_refused deletes].map { |name| INDEX.fetch("#{tier}.#{name}") }
         # By Counters.error_kind: timeout, connection, other.
         @errors = %w[errors_timeout errors_connection errors_other].map { |name| INDEX.fetch("#{tier}.#{name}") }.freeze
+        # memcached's only (nil in the other rows): gutter reads, writes and deletes, recovery
+        # deletes and flushes (MEMCACHED_FIGURES).
+        @outage = MEMCACHED_FIGURES.map { |name| INDEX["#{tier}.#{name}"] }.freeze
       end
+
+      # n requests for keys whose server was down went to a gutter: reads, writes, deletes (and
+      # the deletes of gutter copies at the server's recovery). Meta::Client counts them;
+      # memcached's row only.
+      def gutter_read(n) = @sink._count(@outage[0], n)
+
+      def gutter_wrote(n) = @sink._count(@outage[1], n)
+
+      def gutter_deleted(n) = @sink._count(@outage[2], n)
+
+      # n keys of a recovery log deleted on the recovered server; a server flushed at its
+      # recovery (memcached's row only).
+      def recovery_deleted(n) = @sink._count(@outage[3], n)
+
+      def recovery_flushed = @sink._count(@outage[4], 1)
 
       # bytes, counted as a hit (non-nil) or a miss of key.
       def read(key, bytes)
@@ -82,6 +100,16 @@ module Strata
         def deleted_many(results) = results
 
         def failed(_error) = nil
+
+        def gutter_read(_n) = nil
+
+        def gutter_wrote(_n) = nil
+
+        def gutter_deleted(_n) = nil
+
+        def recovery_deleted(_n) = nil
+
+        def recovery_flushed = nil
       end
 
       NONE = Uncounted.new.freeze

@@ -130,6 +130,14 @@ module Strata
 
       attr_reader :ring
 
+      # What counts this client's gutter traffic and recoveries, or nil: an object with
+      # gutter_read(n), gutter_wrote(n), gutter_deleted(n) (requests for keys whose server was
+      # down, sent to a gutter; and the deletes of their gutter copies at its recovery),
+      # recovery_deleted(n) (keys of a recovery log deleted on the recovered server) and
+      # recovery_flushed (a server flushed at its recovery); the memcached tier gives it its
+      # Strata::Counters::Row. Every key counts, the stack's own included.
+      attr_accessor :counts
+
       # servers: "host:port[:weight]" strings. options: see DEFAULTS; Ring and Connection take
       # their own keys (points_per_weight, clock) from the same hash.
       def initialize(servers:, **options)
@@ -161,11 +169,13 @@ module Strata
         @recovery_locks = @ring.servers.to_h { |server| [server, Mutex.new] }.freeze
         # True while some server has keys noted or timeouts counted: #dispatch takes its slow path.
         @attention = false
+        @counts = nil
       end
 
       # The bytes under key, or nil.
       def get(key)
-        server, = @ring.route(key)
+        server, role = @ring.route(key)
+        @counts&.gutter_read(1) if role == :gutter
         dispatch(server) do |c|
           c.write(Request.mg_value(key))
           read_plain_value(c, key)
@@ -174,7 +184,8 @@ module Strata
 
       # [bytes, cas] or nil.
       def get_with_cas(key)
-        server, = @ring.route(key)
+        server, role = @ring.route(key)
+        @counts&.gutter_read(1) if role == :gutter
         dispatch(server) do |c|
           c.write(Request.mg(key, flags: false))
           value, result = read_value(c, key)
@@ -202,7 +213,7 @@ module Strata
       # notes key (see Outages) and raises TierError naming the server.
       def delete(key)
         server, role = @ring.route(key)
-        note(@ring.server_for(key), key, server) if role == :gutter
+        gutter_delete(key, server) if role == :gutter
         deleted = dispatch(server) do |c|
           c.write(Request.md(key))
           Response.parse(c.read_line, :md).status == :hit
@@ -220,7 +231,7 @@ module Strata
       # md I (see ServerFeatures) the key is deleted instead. A server that is down: as #delete.
       def invalidate(key, grace_ttl:)
         server, role = @ring.route(key)
-        note(@ring.server_for(key), key, server) if role == :gutter
+        gutter_delete(key, server) if role == :gutter
         found = dispatch(server) do |c, features|
           c.write(features.stale ? Request.md(key, invalidate: true, ttl: server_ttl(grace_ttl, role)) : Request.md(key))
           Response.parse(c.read_line, :md).status == :hit
@@ -251,6 +262,7 @@ module Strata
       # cas: its #lease_fill is then a plain set.
       def lease_get(key, lease_ttl:)
         server, role = @ring.route(key)
+        @counts&.gutter_read(1) if role == :gutter
         dispatch(server) do |c, features|
           leases = features.leases
           c.write(Request.mg_lease(key, leases ? server_ttl(lease_ttl, role) : nil))
@@ -431,7 +443,9 @@ module Strata
 
             keys = taken.keys
             dispatch(server, true) { |c| quiet_deletes(c, keys) }
+            @counts&.recovery_deleted(keys.size)
           end
+          @counts&.recovery_flushed if overflow == :flush
           @attention_lock.synchronize { @log.done(server, taken, flushed: overflow == :flush) }
           forget_gutter_copies(taken)
         end
@@ -448,6 +462,7 @@ module Strata
             raise TierError.new("#{gutter} is down", tier: :l2, server: gutter) unless @ring.up?(gutter)
 
             dispatch(gutter, true) { |c| quiet_deletes(c, keys) }
+            @counts&.gutter_deleted(keys.size)
           rescue TierError
             keys.each { |key| note(gutter, key, nil) }
           end
@@ -462,6 +477,20 @@ module Strata
         raise TierError.new("#{server}: more than #{@recovery_log_size} keys changed while it could not be told, " \
           "so its copies can't be trusted: it stays down (its keys go to a gutter) until flush_server",
           tier: :l2, server: server)
+      end
+
+      # A write of key (a store or a counter's change), whose server is down, sent to gutter:
+      # counted, and key noted under its server (see Outages).
+      def gutter_write(key, gutter)
+        @counts&.gutter_wrote(1)
+        note(@ring.server_for(key), key, gutter)
+      end
+
+      # A delete or invalidate of key, whose server is down, sent to gutter: counted, and key
+      # noted under its server (see Outages).
+      def gutter_delete(key, gutter)
+        @counts&.gutter_deleted(1)
+        note(@ring.server_for(key), key, gutter)
       end
 
       # Notes key under server: changed while server could not be told (see Outages).
@@ -547,7 +576,7 @@ module Strata
         raise ArgumentError, "value must be a String, got #{value.class}" unless value.is_a?(String)
 
         server, role = @ring.route(key)
-        note(@ring.server_for(key), key, server) if role == :gutter
+        gutter_write(key, server) if role == :gutter
         header = if mode.nil? && cas.nil?
           Request.ms_value(key, value.bytesize, server_ttl(ttl, role))
         else
@@ -580,7 +609,7 @@ module Strata
 
       def arithmetic(key, amount, mode, ttl, initial)
         server, role = @ring.route(key)
-        note(@ring.server_for(key), key, server) if role == :gutter
+        gutter_write(key, server) if role == :gutter
         vivify = initial.nil? ? nil : server_ttl(ttl, role)
         request = Request.ma(key, delta: amount, mode: mode, vivify_ttl: vivify, initial: initial)
         dispatch(server) do |c|

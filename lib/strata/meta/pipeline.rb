@@ -11,8 +11,9 @@ module Strata
     # pipeline per server, each command quiet and tagged with its index as opaque, ended by mn;
     # a server that fails doesn't stop the others (Strata::PartialError). Also the quiet md
     # pipelines of a recovery (#quiet_deletes) and of give_up_win. Included in Client, whose
-    # routing and failure handling (@ring, #dispatch, #routed, #note, #server_ttl) it uses; the
-    # class comment of Client says what the operations guarantee.
+    # routing, failure handling and counts (@ring, #dispatch, #routed, #gutter_write,
+    # #gutter_delete, #server_ttl, @counts) it uses; the class comment of Client says what the
+    # operations guarantee.
     module Pipeline
       # Bytes of an item besides its key and value (header, CAS, suffix, CRLF), rounded up: what
       # set_multi adds to an entry's size before comparing it with the server's item_size_max.
@@ -27,9 +28,14 @@ module Strata
       # Strata::PartialError whose result holds what the others found (when the one server asked
       # fails: its own error).
       def get_multi(keys)
-        each_server_batch(keys.group_by { |key| @ring.route(key).first }, {}) do |c, batch, found|
-          read_batch(c, batch, found)
+        gutter = 0
+        batches = keys.group_by do |key|
+          server, role = @ring.route(key)
+          gutter += 1 if role == :gutter
+          server
         end
+        @counts&.gutter_read(gutter) unless gutter.zero?
+        each_server_batch(batches, {}) { |c, batch, found| read_batch(c, batch, found) }
       end
 
       # Stores each key => value; {key => true when stored}. One quiet pipeline per server (ms q,
@@ -47,7 +53,7 @@ module Strata
           raise ArgumentError, "value of #{key.inspect} must be a String, got #{value.class}" unless value.is_a?(String)
 
           server, role = routed(key, entries.each_key)
-          note(@ring.server_for(key), key, server) if role == :gutter
+          gutter_write(key, server) if role == :gutter
           batch = (by_server[server] ||= [])
           header = Request.ms_header(key, value.bytesize, ttl: server_ttl(ttl, role), opaque: batch.size, quiet: true)
           batch << [key, header, value]
@@ -73,7 +79,7 @@ module Strata
         batches = keys.each_with_object({}) do |key, by_server| # every key checked before any is sent
           server, role = routed(key, keys)
           if role == :gutter
-            note(@ring.server_for(key), key, server)
+            gutter_delete(key, server)
             unreached ||= @ring.server_for(key)
           end
           batch = (by_server[server] ||= [])

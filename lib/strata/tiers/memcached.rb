@@ -72,8 +72,10 @@ module Strata
         "memcached"
       end
 
+      # The client counts its gutter traffic and recoveries there too.
       def count_in(row)
         @counts = row
+        @client.counts = row
       end
 
       def get(key)

@@ -125,6 +125,8 @@ module ActiveSupport
           # context changed tags, which the slow path below checks.
           plain = Strata::Entry.plain_string(bytes) { none_pending || !Strata::TransactionTags.current }
           return plain if plain
+          # A stale copy put back for race_condition_ttl: the base path serves and counts it.
+          return MISS if Strata::Entry.put_back?(bytes)
 
           decoded = Strata::Entry.decode(bytes)
           return MISS if decoded.flags & Strata::Entry::STAMPED != 0 && Strata::TransactionTags.hides_entry?(decoded)
