@@ -17,13 +17,17 @@ module Strata
 
     TABLE_SIZE = 8 * 1024 * 1024
 
+    # Each test on a tmpdir of its own. The cache logger is one for every store (Rails' class
+    # attribute, which store.logger= sets): a test that sets it must not leave it to the next.
     def run
+      logger = ActiveSupport::Cache::Store.logger
       TestSupport.with_tmpdir do |dir|
         @tmpdir = dir
         @stores = []
         super
       ensure
         @stores.each(&:close)
+        ActiveSupport::Cache::Store.logger = logger
       end
     end
 
