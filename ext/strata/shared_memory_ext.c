@@ -665,6 +665,33 @@ static VALUE shm_stats(VALUE self)
     return h;
 }
 
+/* segment_starts: {now_ms:, shards: [[start_ms or nil, ...], ...]}, per shard the start (unix
+ * ms; nil = unknown) of each segment in use, and the time they were validated against
+ * (strata_segments_get). O(shards * segments_per_shard) loads, with the GVL: no lock is taken
+ * and nothing waits. */
+static VALUE shm_segment_starts(VALUE self)
+{
+    strata_table *t = shm_open_handle(self)->t;
+    const strata_geometry *g = strata_geometry_of(t);
+    VALUE buf;
+    strata_segment *segs = ALLOCV_N(strata_segment, buf, g->segments_per_shard);
+    VALUE shards = rb_ary_new_capa(g->shards), h = rb_hash_new();
+    uint64_t now = 0;
+
+    for (uint32_t s = 0; s < g->shards; s++) {
+        VALUE starts = rb_ary_new();
+        uint64_t at = strata_segments_get(t, s, segs);
+        if (at > now) now = at;
+        for (uint32_t i = 0; i < g->segments_per_shard; i++)
+            if (segs[i].fill) rb_ary_push(starts, segs[i].started_ms ? ULL2NUM(segs[i].started_ms) : Qnil);
+        rb_ary_push(shards, starts);
+    }
+    ALLOCV_END(buf);
+    hash_put(h, "now_ms", now);
+    rb_hash_aset(h, ID2SYM(rb_intern("shards")), shards);
+    return h;
+}
+
 static VALUE shm_max_value_size(VALUE self)
 {
     return ULL2NUM(strata_geometry_of(shm_open_handle(self)->t)->max_value_size);
@@ -839,6 +866,7 @@ void strata_init_shared_memory(void)
     rb_define_method(c, "cleanup", shm_cleanup, 0);
     rb_define_method(c, "clear", shm_clear, 0);
     rb_define_method(c, "stats", shm_stats, 0);
+    rb_define_method(c, "segment_starts", shm_segment_starts, 0);
     strata_init_counters(c);
     rb_define_method(c, "max_value_size", shm_max_value_size, 0);
     rb_define_method(c, "size", shm_size, 0);

@@ -102,8 +102,8 @@ struct item_hdr {
 
 struct seg_hdr {
     uint32_t fill;
-    uint32_t unused0;
-    uint64_t unused1;
+    uint32_t unused;
+    uint64_t started_ms; /* when the writer began appending to it (table.h); advisory */
 };
 
 _Static_assert(sizeof(struct file_header) <= HEADER_BYTES, "header fits its page");
@@ -145,6 +145,7 @@ struct strata_table {
     size_t map_len;
     strata_geometry geo;
     uint64_t seed;
+    uint64_t created_ms;       /* the header's, copied once at open: bounds segment starts */
     uint64_t shard_data_bytes; /* segments_per_shard * segment_size */
     uint32_t shard_mask;
     uint64_t lock_timeout_ns;
@@ -745,7 +746,10 @@ static void shard_drop(strata_table *t, uint32_t s)
     }
     __atomic_fetch_sub(&ctl->fenced, pending, __ATOMIC_SEQ_CST);
     /* Bound: segments_per_shard iterations. */
-    for (uint32_t i = 0; i < t->geo.segments_per_shard; i++) seg_of(t, s, i)->fill = 0;
+    for (uint32_t i = 0; i < t->geo.segments_per_shard; i++) {
+        seg_of(t, s, i)->fill = 0;
+        __atomic_store_n(&seg_of(t, s, i)->started_ms, 0, __ATOMIC_RELAXED);
+    }
     ctl->active = 0;
     if (ctl->next_cas == 0) ctl->next_cas = 1;
     ctl->drops++;
@@ -911,6 +915,13 @@ static uint32_t segment_compact(strata_table *t, uint32_t s, uint32_t seg, uint6
     return (uint32_t)wr;
 }
 
+/* Note that the writer begins appending to segment seg of shard s now (table.h: a segment's
+ * start). Readers only ever report it, so a relaxed store (a plain mov) is enough. */
+static void segment_start(strata_table *t, uint32_t s, uint32_t seg)
+{
+    __atomic_store_n(&seg_of(t, s, seg)->started_ms, now_ms(), __ATOMIC_RELAXED);
+}
+
 /* Make room for need bytes at the cursor, rotating to the next segment if the active one is
  * full. On return c->fill + need <= segment_size. */
 static void ensure_space(strata_table *t, uint32_t s, cursor *c, uint64_t need)
@@ -918,7 +929,10 @@ static void ensure_space(strata_table *t, uint32_t s, cursor *c, uint64_t need)
     struct shard_ctl *ctl = ctl_of(t, s);
     uint32_t next, fill;
 
-    if (c->fill == 0) c->fill = SEG_HDR;
+    if (c->fill == 0) {
+        c->fill = SEG_HDR;
+        segment_start(t, s, c->active);
+    }
     if (c->fill + need <= t->geo.segment_size) return;
     next = (c->active + 1) % t->geo.segments_per_shard;
     fill = segment_compact(t, s, next, need);
@@ -926,8 +940,10 @@ static void ensure_space(strata_table *t, uint32_t s, cursor *c, uint64_t need)
         shard_drop(t, s);
         c->active = 0;
         c->fill = SEG_HDR;
+        segment_start(t, s, 0);
         return;
     }
+    segment_start(t, s, next);
     ctl->active = next;
     ctl->rotations++;
     c->active = next;
@@ -1293,6 +1309,28 @@ void strata_stats_get(strata_table *t, strata_stats *out)
         }
     }
     out->entries = entries;
+}
+
+uint64_t strata_segments_get(strata_table *t, uint32_t shard, strata_segment *out)
+{
+    uint32_t n = t->geo.segments_per_shard, size = t->geo.segment_size;
+    uint64_t now;
+
+    if (shard >= t->geo.shards) return 0;
+    /* Bound: segments_per_shard iterations, two loads each. */
+    for (uint32_t i = 0; i < n; i++) {
+        const struct seg_hdr *sh = seg_of(t, shard, i);
+        uint32_t fill = __atomic_load_n(&sh->fill, __ATOMIC_RELAXED);
+        out[i].fill = fill >= SEG_HDR && fill <= size && fill % 8 == 0 ? fill : 0;
+        out[i].started_ms = out[i].fill ? __atomic_load_n(&sh->started_ms, __ATOMIC_RELAXED) : 0;
+    }
+    /* Read after the copies: a start the writer stored (after reading the clock) and that was
+     * copied above is not later than this, unless the clock was set back meanwhile. */
+    now = now_ms();
+    /* Bound: segments_per_shard iterations. */
+    for (uint32_t i = 0; i < n; i++)
+        if (out[i].started_ms > now || out[i].started_ms < t->created_ms) out[i].started_ms = 0;
+    return now;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -1677,6 +1715,7 @@ static strata_table *table_new(uint8_t *base, const strata_geometry *g, uint64_t
     t->map_len = g->size;
     t->geo = *g;
     t->seed = h->seed;
+    t->created_ms = h->created_ms;
     t->shard_data_bytes = (uint64_t)g->segments_per_shard * g->segment_size;
     t->shard_mask = g->shards - 1;
     /* Never fence under mere contention (table.h: STRATA_MIN_LOCK_TIMEOUT_NS). */

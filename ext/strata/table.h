@@ -52,8 +52,8 @@
  *                       tag = 31 bits of the key hash not used to pick shard and bucket
  *   data offset         shards x segments-per-shard segments of segment-size bytes, shard 0
  *                       first. A segment is a 16-byte header (u32 fill = bytes used including
- *                       the header, 0 = never used; 12 bytes unused) followed by items, 8-byte
- *                       aligned, written like a log:
+ *                       the header, 0 = never used; 4 bytes unused; u64 started_ms, see below)
+ *                       followed by items, 8-byte aligned, written like a log:
  *                         u32 value_len  u32 checksum  u64 expires_at_ms (unix ms, 0 = never)
  *                         u32 cas        u16 key_len   u8 flags (0)       u8 unused
  *                         key bytes, value bytes, zero padding to 8
@@ -113,7 +113,25 @@
  *   segment and items
  *     guard:  the shard mutex. Bytes a slot points to are never changed while it points there,
  *             except inside that slot's bucket's odd-seq window (compaction moving an item).
- *             The segment header (fill) is read only by writers.
+ *             The segment header's fill is read by writers, and with started_ms by
+ *             strata_segments_get (which reports them and nothing else).
+ *   segment start (started_ms)
+ *     what:   unix ms (CLOCK_REALTIME, the clock of expires_at_ms, so ages compare with TTLs)
+ *             at which the writer began appending to the segment: its first use after the
+ *             build or a shard drop, or the rotation that compacted it and made it the active
+ *             one. Items kept by that compaction are older than it; everything after them is
+ *             younger. 0 = unknown (a file written by an earlier build of layout 4, which left
+ *             these bytes zero) or unused.
+ *     guard:  written by the shard lock holder only (ensure_space, zeroed by shard_drop), with a
+ *             relaxed atomic store (a plain store on every target) after reading the clock.
+ *             It is advisory: nothing in the table decides anything by it, so it needs no
+ *             ordering against fill or the items.
+ *     stale:  strata_segments_get copies fill and started_ms without the lock (once each; they
+ *             may be from either side of a rotation), then reads the clock, and reports a copy
+ *             later than that or earlier than the file's created_ms as 0 (unknown): the clock
+ *             was set back, or the bytes are garbage. A valid-looking garbage time is reported
+ *             as is.
+ *     death:  a writer that dies leaves either time; the recovering writer's drop zeroes both.
  *     stale:  a reader may copy bytes a writer is reusing; it then fails the seq re-check or
  *             the checksum (computed on its private copy). Every loc and length is bounds-
  *             checked against the shard's data and the item's segment before use, and the full
@@ -473,6 +491,22 @@ void strata_keys(strata_table *t, void (*each)(void *ctx, const void *key, size_
 void strata_stats_get(strata_table *t, strata_stats *out);
 
 const strata_geometry *strata_geometry_of(const strata_table *t);
+
+/* A segment as strata_segments_get saw it. */
+typedef struct strata_segment {
+    uint32_t fill;       /* bytes used including the header; 0 = unused (or unreadable) */
+    uint64_t started_ms; /* when the writer began appending to it (LAYOUT, segment start), unix
+                          * ms; 0 = unknown or unused */
+} strata_segment;
+
+/*
+ * Copy shard's segments_per_shard segment headers into out (the caller's array of that many),
+ * without a lock: each field read once, validated, and only then reported (SHARED STRUCTS,
+ * segment start). Returns the time (unix ms) read after the copies, against which the starts
+ * were validated: no reported start is later. Returns 0 and copies nothing for a shard out of
+ * range. O(segments_per_shard).
+ */
+uint64_t strata_segments_get(strata_table *t, uint32_t shard, strata_segment *out);
 
 /* This process's words in the host's counters region (counters.h): its slot's, claimed at the
  * first call in this process (a forked child claims its own), or the handle's private words

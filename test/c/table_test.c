@@ -1752,6 +1752,93 @@ static void test_fork_child_stats(void)
     strata_close(t);
 }
 
+static uint64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* Fill the shard's ring once over with 1000-byte values: every segment is written to. */
+static int write_round(strata_table *t, const strata_geometry *g, int round)
+{
+    char key[32], val[1000];
+    int n = (int)((uint64_t)g->segments_per_shard * g->segment_size / sizeof val) + 8;
+    memset(val, 'a' + round, sizeof val);
+    for (int i = 0; i < n; i++) {
+        snprintf(key, sizeof key, "age-%d-%d", round, i);
+        if (put(t, STRATA_OP_SET, key, val, sizeof val, 0, 0) != STRATA_OK) return 0;
+    }
+    return 1;
+}
+
+/* Segment starts (table.h, LAYOUT): a segment's first use and each rotation into it store the
+ * wall clock; a zero start (a file from an earlier build of layout 4), one in the future or
+ * one before the file was built read as unknown (0); a clear forgets them with the fills. */
+static void test_segment_starts(void)
+{
+    strata_options o = opts_of(1u << 20);
+    strata_table *t;
+    const strata_geometry *g;
+    strata_segment segs[512];
+    uint64_t before, after, now, zero = 0, bad;
+    off_t start0;
+    int used = 0, stamped = 0;
+    o.shards = 1;
+    o.segment_size = 4096;
+    t = open_table("ages.l1", o);
+    REQUIRE(t);
+    g = strata_geometry_of(t);
+    REQUIRE(g->segments_per_shard <= 512);
+    start0 = (off_t)g->data_offset + 8; /* segment 0's started_ms */
+    CHECK(strata_segments_get(t, 1, segs) == 0); /* no such shard */
+    strata_segments_get(t, 0, segs);
+    for (uint32_t i = 0; i < g->segments_per_shard; i++) used += segs[i].fill != 0 || segs[i].started_ms != 0;
+    CHECK(used == 0);
+
+    before = wall_ms();
+    REQUIRE(write_round(t, g, 0));
+    after = wall_ms();
+    now = strata_segments_get(t, 0, segs);
+    CHECK(now >= after);
+    for (uint32_t i = 0; i < g->segments_per_shard; i++) {
+        used += segs[i].fill != 0;
+        stamped += segs[i].started_ms >= before && segs[i].started_ms <= after;
+    }
+    CHECK(used == (int)g->segments_per_shard);
+    CHECK(stamped == (int)g->segments_per_shard);
+
+    /* Forget every start, then write the ring over again: only rotations can restore them. */
+    for (uint32_t i = 0; i < g->segments_per_shard; i++)
+        corrupt_at("ages.l1", start0 + (off_t)i * g->segment_size, &zero, sizeof zero);
+    strata_segments_get(t, 0, segs);
+    for (uint32_t i = 0; i < g->segments_per_shard; i++) CHECK(segs[i].fill != 0 && segs[i].started_ms == 0);
+    before = wall_ms();
+    REQUIRE(write_round(t, g, 1));
+    after = wall_ms();
+    strata_segments_get(t, 0, segs);
+    stamped = 0;
+    for (uint32_t i = 0; i < g->segments_per_shard; i++)
+        stamped += segs[i].started_ms >= before && segs[i].started_ms <= after;
+    CHECK(stamped == (int)g->segments_per_shard);
+
+    bad = wall_ms() + 3600 * 1000; /* an hour ahead */
+    corrupt_at("ages.l1", start0, &bad, sizeof bad);
+    bad = 1; /* 1970: before the file was built */
+    corrupt_at("ages.l1", start0 + g->segment_size, &bad, sizeof bad);
+    strata_segments_get(t, 0, segs);
+    CHECK(segs[0].fill != 0 && segs[0].started_ms == 0);
+    CHECK(segs[1].fill != 0 && segs[1].started_ms == 0);
+    CHECK(segs[2].started_ms >= before);
+
+    CHECK(strata_clear(t) == STRATA_OK);
+    used = 0;
+    strata_segments_get(t, 0, segs);
+    for (uint32_t i = 0; i < g->segments_per_shard; i++) used += segs[i].fill != 0 || segs[i].started_ms != 0;
+    CHECK(used == 0);
+    strata_close(t);
+}
+
 /* strata_hash64_copy, which a read checks an item's value with (the copy and the hash in one
  * pass), copies exactly the bytes memcpy does and hashes as strata_hash64 does: every length
  * around the 64-byte blocks and the 16-byte tail steps, from a misaligned source, to a
@@ -1840,6 +1927,7 @@ int main(void)
     run("contended_write_waits", test_contended_write_waits);
     run("fence_races_unfence", test_fence_races_unfence);
     run("fork_child_stats", test_fork_child_stats);
+    run("segment_starts", test_segment_starts);
     run("hash_copy", test_hash_copy);
     report_hash_speed();
     remove_dir();

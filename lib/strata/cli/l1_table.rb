@@ -2,6 +2,7 @@
 
 require "time"
 require "strata/tiers/shared_memory"
+require "strata/cli/segment_ages"
 
 module Strata
   module CLI
@@ -44,10 +45,14 @@ module Strata
         @path = File.expand_path(path)
       end
 
-      # Geometry, live entries and the host's counters (SharedMemory#counters: reading them
-      # claims no slot); raises Refused, or Strata::Error from the open.
+      # Geometry, live entries, the segments' ages (SegmentAges) and the host's counters
+      # (SharedMemory#counters: reading them claims no slot); raises Refused, or Strata::Error
+      # from the open.
       def stats
-        open { |table, header| figures(table.stats, header).merge(host_counters: table.counters) }
+        open do |table, header|
+          figures(table.stats, header).merge(segments: SegmentAges.new(table.segment_starts).to_h,
+            host_counters: table.counters)
+        end
       end
 
       # Yields the table (a Tiers::SharedMemory) and its header, closing the table after; raises

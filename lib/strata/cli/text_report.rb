@@ -12,6 +12,7 @@ module Strata
       def to_s
         rows = [["tier", "source", "figures"]]
         rows << l1_row(@snapshot[:l1]) if @snapshot.key?(:l1)
+        rows << segments_row(@snapshot[:l1][:segments]) if @snapshot.dig(:l1, :segments)
         rows << counters_row("l1", @snapshot[:l1][:counters]) if @snapshot.dig(:l1, :counters)
         @snapshot[:memcached]&.each { |server| rows << memcached_row(server) }
         if (memcached = @snapshot[:memcached_counters])
@@ -33,6 +34,12 @@ module Strata
 
         ["l1", l1[:path], "entries=#{l1[:entries]} slots=#{l1[:slots]} fill=#{(l1[:slot_fill] * 100).round(2)}% " +
           pairs(l1, :size, :shards, :segment_size, :segments_per_shard, :data_bytes, :max_value_size)]
+      end
+
+      # How long ago the segments in use began to be written: oldest, median, newest (seconds).
+      def segments_row(segments)
+        ages = %i[oldest median newest].map { |name| "#{name}=#{seconds(segments[name])}" }
+        ["l1", "segment ages", "#{ages.join(" ")} #{pairs(segments, :in_use, :unknown)}"]
       end
 
       def memcached_row(server)
@@ -72,6 +79,10 @@ module Strata
 
       def percent(ratio)
         ratio ? "#{(ratio * 100).round(2)}%" : "-"
+      end
+
+      def seconds(age)
+        age ? "#{age}s" : "-"
       end
 
       def pairs(hash, *names)

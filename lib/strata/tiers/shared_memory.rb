@@ -62,9 +62,13 @@ module Strata
     # payload are copied into the item one after the other: one copy of a large value, where
     # joining them first would take two and a fresh allocation.
     #
+    # segment_starts is {now_ms:, shards: [[start_ms, ...], ...]}: per shard, when each segment
+    # in use began to be written (unix ms; nil = unknown), each no later than now_ms
+    # (strata_segments_get in ext/strata/table.h; `strata stats` shows them as ages).
+    #
     # get, peek, probe, get_current, get_multi, get_with_cas, set, add, cas, delete, incr, decr,
-    # check_stamps, keys, cleanup, clear, stats, _count, _operation, _counter_totals,
-    # max_value_size, size, close and closed? are implemented in C
+    # check_stamps, keys, cleanup, clear, stats, segment_starts, _count, _operation,
+    # _counter_totals, max_value_size, size, close and closed? are implemented in C
     # (ext/strata/shared_memory_ext.c).
     class SharedMemory
       include Strata::Tier
