@@ -115,23 +115,6 @@
  *             except inside that slot's bucket's odd-seq window (compaction moving an item).
  *             The segment header's fill is read by writers, and with started_ms by
  *             strata_segments_get (which reports them and nothing else).
- *   segment start (started_ms)
- *     what:   unix ms (CLOCK_REALTIME, the clock of expires_at_ms, so ages compare with TTLs)
- *             at which the writer began appending to the segment: its first use after the
- *             build or a shard drop, or the rotation that compacted it and made it the active
- *             one. Items kept by that compaction are older than it; everything after them is
- *             younger. 0 = unknown (a file written by an earlier build of layout 4, which left
- *             these bytes zero) or unused.
- *     guard:  written by the shard lock holder only (ensure_space, zeroed by shard_drop), with a
- *             relaxed atomic store (a plain store on every target) after reading the clock.
- *             It is advisory: nothing in the table decides anything by it, so it needs no
- *             ordering against fill or the items.
- *     stale:  strata_segments_get copies fill and started_ms without the lock (once each; they
- *             may be from either side of a rotation), then reads the clock, and reports a copy
- *             later than that or earlier than the file's created_ms as 0 (unknown): the clock
- *             was set back, or the bytes are garbage. A valid-looking garbage time is reported
- *             as is.
- *     death:  a writer that dies leaves either time; the recovering writer's drop zeroes both.
  *     stale:  a reader may copy bytes a writer is reusing; it then fails the seq re-check or
  *             the checksum (computed on its private copy). Every loc and length is bounds-
  *             checked against the shard's data and the item's segment before use, and the full
@@ -140,6 +123,25 @@
  *             trusted after validation.)
  *     death:  half-written items are not yet published (no slot points at them); a half-done
  *             compaction is discarded with the whole shard by the recovering writer.
+ *   segment start (started_ms)
+ *     what:   unix ms (CLOCK_REALTIME, the clock of expires_at_ms, so ages compare with TTLs)
+ *             at which the writer began appending to the segment: its first use after the
+ *             build or a shard drop, or the rotation that compacted it and made it the active
+ *             one. Items kept by that compaction are older than it; everything after them is
+ *             younger. 0 = unknown (a file written by an earlier build of layout 4, which left
+ *             these bytes zero) or unused.
+ *     guard:  written by the shard lock holder only (ensure_space, zeroed by shard_drop), with a
+ *             relaxed atomic store (a plain 8-byte store on x86-64 and arm64) after reading
+ *             the clock.
+ *             It is advisory: nothing in the table decides anything by it, so it needs no
+ *             ordering against fill or the items.
+ *     stale:  strata_segments_get copies fill and started_ms without the lock (once each; they
+ *             may be from either side of a rotation), then reads the clock, and reports a copy
+ *             later than that or earlier than the file's created_ms as 0 (unknown): the clock
+ *             was set back, or the bytes are garbage. A valid-looking garbage time is reported
+ *             as is.
+ *     death:  a writer that dies leaves the old time or the new one (one aligned store); the
+ *             recovering writer's drop zeroes them with the fills.
  *
  * EVICTION AND SIZING
  *   A shard's segments form a ring. Writes append to the active segment. When an item does not
