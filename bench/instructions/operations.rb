@@ -7,7 +7,7 @@ module Strata
     module Instructions
       # The operations the instruction-count gate measures, each one call on a warm store with a
       # 30 B value: the L1 tier's get and set, the memcached client's get and set, and a
-      # StrataStore#fetch hit through each tier layout. An operation opens what it needs in a
+      # StrataStore#fetch hit through each tier layout, and a StrataStore write and miss over L1. An operation opens what it needs in a
       # Bench::Environment and answers #call (one operation) and #close (removes what it made).
       #
       # The stores run without their timed background work: the poller and the coherence lapse
@@ -154,6 +154,33 @@ module Strata
           end
         end
 
+        # StrataStore#write of a 30 B value over a present key, L1 alone: a write's own work
+        # (the entry's bytes, the table's set and its read-back, the host counters).
+        class WriteL1 < Operation
+          def initialize(env, name)
+            super
+            @target = ActiveSupport::Cache::StrataStore.new(l1: l1_options, **QUIET)
+            @target.write(@key, VALUE)
+          end
+
+          def call
+            @target.write(@key, VALUE)
+          end
+        end
+
+        # StrataStore#read of a key no tier holds, L1 alone: what a miss costs before any fill.
+        class ReadMissL1 < Operation
+          def initialize(env, name)
+            super
+            @target = ActiveSupport::Cache::StrataStore.new(l1: l1_options, **QUIET)
+            @absent = "#{@key}:absent"
+          end
+
+          def call
+            @target.read(@absent)
+          end
+        end
+
         # All three tiers.
         class FetchHitFull < FetchHit
           def tiers
@@ -171,7 +198,9 @@ module Strata
           "fetch_hit_l1_tagged" => FetchHitL1Tagged,
           "fetch_hit_l1_sql" => FetchHitL1SQL,
           "fetch_hit_memcached" => FetchHitMemcached,
-          "fetch_hit_l1_memcached_sql" => FetchHitFull
+          "fetch_hit_l1_memcached_sql" => FetchHitFull,
+          "write_l1" => WriteL1,
+          "read_miss_l1" => ReadMissL1
         }.freeze
 
         def self.open(name, env)

@@ -124,7 +124,11 @@ module ActiveSupport
         @stamp_reads = StampReads.new
         tiers = build_tiers(l1, memcached, sql)
         @counters = Strata::Counters.new(tiers[:l1]) # the host's, in L1's file; without L1 this process's
-        @read_hits = @counters.sink # count_read_hit in one C call
+        @read_hits = @counters.sink # count_read_hit, _operation_since: one C call each
+        # Rails' race_condition_ttl write-backs under way in this store (#handle_expired_entry):
+        # while none is, a write need not look for one in its fiber's ReadThroughs.
+        @put_backs = 0
+        @put_backs_lock = Mutex.new
         @stack = Strata::Stack.new(tiers, on_error: method(:report_failure), fill_wait: fill_wait,
           coherence_interval: coherence_interval, on_stamps: @stamp_reads, counters: @counters,
           host_ttl: host_ttl(tiers, coherence_interval))
@@ -417,10 +421,10 @@ module ActiveSupport
         return withheld(key) if Strata::TransactionTags.hides?(stamps)
 
         payload = serialize_entry(entry, stamps: stamps, split: split?(entry), **options)
-        Strata::Entry.put_back!(payload) if (put_back = read_throughs.put_back) && put_back == key
+        Strata::Entry.put_back!(payload) if @put_backs > 0 && read_throughs.put_back == key
         write_serialized_entry(key, payload, **options)
       ensure
-        @counters.operation(Strata::Counters::WRITE, started)
+        @read_hits._operation_since(Strata::Counters::WRITE, started)
       end
 
       # Rails' fetch found entry expired: less than race_condition_ttl ago, it writes entry back
@@ -432,10 +436,12 @@ module ActiveSupport
 
         state = read_throughs
         state.put_back = key
+        @put_backs_lock.synchronize { @put_backs += 1 }
         begin
           super
         ensure
           state.put_back = nil
+          @put_backs_lock.synchronize { @put_backs -= 1 }
         end
       end
 
@@ -557,7 +563,7 @@ module ActiveSupport
         fill = current_fill(key)
         fill ? fill.delete : @stack.delete(key)
       ensure
-        @counters.operation(Strata::Counters::DELETE, started)
+        @read_hits._operation_since(Strata::Counters::DELETE, started)
       end
 
       # keys are normalized already. Each tier deletes them all in one call, bottom-up.

@@ -106,7 +106,7 @@ module ActiveSupport
         # read can tell).
         def counted_read(started)
           value = yield
-          @counters.operation(Strata::Counters::READ_HIT, started) unless value.nil?
+          @read_hits._operation_since(Strata::Counters::READ_HIT, started) unless value.nil?
           value
         end
 
