@@ -1,0 +1,35 @@
+# frozen_string_literal: true
+
+class ApplicationController < ActionController::API
+  before_action :tell_worker
+
+  rescue_from ActiveRecord::RecordNotFound do |error|
+    render json: {error: error.message}, status: :not_found
+  end
+  rescue_from ActiveRecord::RecordInvalid do |error|
+    render json: {error: error.record.errors.full_messages}, status: :unprocessable_entity
+  end
+  rescue_from ArgumentError, ActionController::ParameterMissing do |error|
+    render json: {error: error.message}, status: :bad_request
+  end
+
+  private
+
+  # X-Worker-Pid: which Puma worker served the request (the tests check both do).
+  def tell_worker
+    response.set_header("X-Worker-Pid", Process.pid.to_s)
+  end
+
+  def viewer
+    Viewer.from_header(request.headers["X-Viewer"])
+  end
+
+  # The cache the representation reads (BugJson::CACHES): strata unless the bench asks.
+  def cache_name
+    request.headers["X-Representation-Cache"] || "strata"
+  end
+
+  def representation
+    BugJson.for(cache_name)
+  end
+end

@@ -1,0 +1,40 @@
+# frozen_string_literal: true
+
+# GET /bugs?start=0&size=75, GET /bugs/:id, PATCH /bugs/:id: Launchpad's bug collection and
+# entries, as JSON strings from BugJson. X-Cache says whether the entry came from the cache
+# (hit) or was built (miss); a page's X-Cache-Misses, how many of its entries were built.
+class BugsController < ApplicationController
+  DEFAULT_SIZE = 75
+  MAX_SIZE = 300
+
+  def index
+    start = Integer(params.fetch(:start, 0), 10)
+    size = Integer(params.fetch(:size, DEFAULT_SIZE), 10)
+    raise ArgumentError, "start must be >= 0 and size 1..#{MAX_SIZE}" if start.negative? || !size.between?(1, MAX_SIZE)
+
+    bugs = Bug.order(:id).offset(start).limit(size)
+    # Without a cache every entry is built: load what they show in three queries, not 3 per bug.
+    bugs = bugs.preload(:project, :owner, :tags) if cache_name == "none"
+    json = representation.collection(bugs, viewer: viewer, envelope: {"total_size" => Bug.count, "start" => start})
+    response.set_header("X-Cache-Misses", Current.builds.to_s)
+    render json: json
+  end
+
+  def show
+    render_entry(Bug.find(params[:id]))
+  end
+
+  def update
+    bug = Bug.find(params[:id])
+    bug.update!(params.require(:bug).permit(:title, :description, :status, :importance))
+    render_entry(bug)
+  end
+
+  private
+
+  def render_entry(bug, status: :ok)
+    json = representation.entry(bug, viewer: viewer)
+    response.set_header("X-Cache", Current.builds.zero? ? "hit" : "miss")
+    render json: json, status: status
+  end
+end
