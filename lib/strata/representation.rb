@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "json"
+require "active_support/core_ext/object/json"
 require "active_support/notifications"
 
 module Strata
@@ -27,7 +28,8 @@ module Strata
   # [cache_tag] (its tags). Anything else is an ArgumentError naming its class.
   #
   # Redaction: hidden(viewer, record) names the top-level fields the viewer may not see (nil or
-  # empty: all may be seen). Only those entries are parsed, stripped and generated again; an
+  # empty: all may be seen). Only those entries are parsed, stripped and generated again (at
+  # every call; or once, with cache_redacted: true, the copy cached under its own key); an
   # entry the viewer may fully see is the cached String itself, never parsed.
   #
   # A collection reads the page's keys in one read_multi, builds each miss with its own fetch
@@ -48,15 +50,19 @@ module Strata
 
     # cache: the store entries live in; it must take tags (ActiveSupport::Cache::StrataStore).
     # name: part of every key (change it when the serializer's output changes: "bug/v2").
-    # serializer: record -> Hash of every field. hidden: (viewer, record) -> the fields that
-    # viewer may not see, or nil (no redaction at all when hidden is nil).
+    # serializer: record -> Hash of every field (made JSON as render json: does, see #render).
+    # hidden: (viewer, record) -> the fields that viewer may not see, or nil (without hidden, no
+    # redaction at all). cache_redacted: also cache each redacted copy (per set of fields), so
+    # that a viewer with hidden fields reads it as others read the full entry.
     # entries_key: the envelope's key for the list of entries, for collections.
-    def initialize(cache:, name:, serializer:, hidden: nil, entries_key: DEFAULT_ENTRIES_KEY)
+    def initialize(cache:, name:, serializer:, hidden: nil, cache_redacted: false, entries_key: DEFAULT_ENTRIES_KEY)
       unless cache.respond_to?(:fetch) && cache.respond_to?(:read_multi) && cache.respond_to?(:invalidate_tags)
         raise ArgumentError, "Strata::Representation cache: #{cache.class} can't keep tags (it has no " \
           "invalidate_tags); use an ActiveSupport::Cache::StrataStore"
       end
-      raise ArgumentError, "Strata::Representation name: must be a non-empty String, got #{name.inspect}" unless name.is_a?(String) && !name.empty?
+      unless name.is_a?(String) && !name.empty? && !name.include?(":") && !name.include?("\0")
+        raise ArgumentError, "Strata::Representation name: must be a non-empty String without a colon or a NUL byte, got #{name.inspect}"
+      end
       raise ArgumentError, "Strata::Representation #{name} serializer: must respond to call" unless serializer.respond_to?(:call)
       raise ArgumentError, "Strata::Representation #{name} hidden: must respond to call" unless hidden.nil? || hidden.respond_to?(:call)
 
@@ -65,6 +71,7 @@ module Strata
       @prefix = "#{name}:".freeze
       @serializer = serializer
       @hidden = hidden
+      @cache_redacted = cache_redacted ? true : false
       @entries_key = entries_key_name(entries_key)
       @entries_json = JSON.generate(@entries_key).freeze
     end
@@ -90,20 +97,9 @@ module Strata
       end
     end
 
-    # The cache key of record's entry (name, a colon, the record's key).
+    # The cache key of record's full entry: name, a colon, the record's key.
     def cache_key(record)
-      if record.respond_to?(:strata_cache_key)
-        key = record.strata_cache_key
-        return @prefix + key if key.is_a?(String) && !key.empty?
-
-        raise ArgumentError, "#{record.class}#strata_cache_key must return a non-empty String, got #{key.inspect}"
-      end
-      raise ArgumentError, no_protocol(record, "strata_cache_key") unless model?(record)
-
-      id = record.id
-      raise ArgumentError, "#{record.class}: a record without an id (not saved) has no cache key" if id.nil?
-
-      "#{@prefix}#{record.class.table_name}/#{id}"
+      @prefix + record_key(record)
     end
 
     # The tags record's entry is stamped with.
@@ -117,75 +113,122 @@ module Strata
     private
 
     def entry_json(record, viewer, payload)
-      key = cache_key(record)
+      own = record_key(record)
+      full_key = @prefix + own
+      fields = hidden_fields(viewer, record)
+      key = (fields && @cache_redacted) ? redacted_key(own, fields) : full_key
+      tags = cache_tags(record)
       built = false
-      json = @cache.fetch(key, tags: cache_tags(record)) do
+      json = @cache.fetch(key, tags: tags) do
         built = true
-        render(record)
+        fill(record, full_key, key, fields, tags)
       end
-      json = visible(json, viewer, record, payload)
+      json = redact(json, fields) if fields && key.equal?(full_key)
       if payload
         payload[built ? :misses : :hits] += 1
+        payload[:redacted] += 1 if fields
       end
       json
     end
 
     def collection_json(records, viewer, envelope, key_json, payload)
       records = records.to_a
-      keys = records.map { |record| cache_key(record) }
+      owns = records.map { |record| record_key(record) }
+      hidden = records.map { |record| hidden_fields(viewer, record) }
+      full_keys = owns.map { |own| @prefix + own }
+      keys = full_keys
+      if @cache_redacted
+        keys = owns.each_with_index.map { |own, index| hidden[index] ? redacted_key(own, hidden[index]) : full_keys[index] }
+      end
       found = keys.empty? ? NONE : @cache.read_multi(*keys)
       misses = 0
       parts = records.each_with_index.map do |record, index|
         key = keys[index]
-        json = found[key]
-        unless json
+        full_key = full_keys[index]
+        fields = hidden[index]
+        unless (json = found[key])
           misses += 1
-          json = @cache.fetch(key, tags: cache_tags(record)) { render(record) }
+          tags = cache_tags(record)
+          json = @cache.fetch(key, tags: tags) { fill(record, full_key, key, fields, tags) }
         end
-        visible(json, viewer, record, payload)
+        (fields && key.equal?(full_key)) ? redact(json, fields) : json
       end
       if payload
         payload[:misses] = misses
         payload[:hits] = records.size - misses
+        payload[:redacted] = hidden.count { |fields| fields }
         payload[:size] = records.size
       end
       assemble(parts, envelope, key_json)
     end
 
-    # record's full JSON, built by the serializer.
+    # record's key: its strata_cache_key, or its Strata::Model default ("table/id").
+    def record_key(record)
+      if record.respond_to?(:strata_cache_key)
+        key = record.strata_cache_key
+        return key if key.is_a?(String) && !key.empty?
+
+        raise ArgumentError, "#{record.class}#strata_cache_key must return a non-empty String, got #{key.inspect}"
+      end
+      raise ArgumentError, no_protocol(record, "strata_cache_key") unless model?(record)
+
+      id = record.id
+      raise ArgumentError, "#{record.class}: a record without an id (not saved) has no cache key" if id.nil?
+
+      "#{record.class.table_name}/#{id}"
+    end
+
+    # The key of the copy without fields of the record whose key is own (cache_redacted): name, a
+    # NUL byte, the fields as a JSON list, a colon, own. A name holds neither a colon nor a NUL
+    # byte and a JSON list ends where it ends, so no full entry's key and no other copy's is
+    # the same.
+    def redacted_key(own, fields)
+      "#{@name}\0#{JSON.generate(fields.uniq.sort)}:#{own}"
+    end
+
+    # What the cache stores under key on a miss: the record's full JSON when key is its full
+    # key; else (a redacted copy, cache_redacted) the full JSON, read through the cache, without
+    # fields: the copy is stamped with what the full entry was built from.
+    def fill(record, full_key, key, fields, tags)
+      return render(record) if key.equal?(full_key)
+
+      redact(@cache.fetch(full_key, tags: tags) { render(record) }, fields)
+    end
+
+    # record's full JSON, built by the serializer. Its values go through as_json first, as
+    # Rails' render json: does (a Time becomes ISO 8601, a Symbol a String).
     def render(record)
       data = @serializer.call(record)
-      return JSON.generate(data) if data.is_a?(Hash)
+      return JSON.generate(data.as_json) if data.is_a?(Hash)
 
       raise TypeError, "Strata::Representation #{@name}: the serializer returned a #{data.class} for a #{record.class}, not a Hash"
     end
 
-    # json (a record's full JSON) as viewer may see it: json itself, or a copy without the
-    # fields hidden from viewer.
-    def visible(json, viewer, record, payload)
-      return json unless @hidden
+    # The fields hidden from viewer on record, as an Array of Strings; nil when there are none.
+    def hidden_fields(viewer, record)
+      return nil unless @hidden
 
       fields = @hidden.call(viewer, record)
-      return json if fields.nil? || (fields.respond_to?(:empty?) && fields.empty?)
+      return nil if fields.nil? || (fields.respond_to?(:empty?) && fields.empty?)
 
-      payload[:redacted] += 1 if payload
+      fields.is_a?(Array) ? fields.map(&:to_s) : [fields.to_s]
+    end
+
+    # json (a full JSON object) without fields: parsed, cut and generated again.
+    def redact(json, fields)
       data = JSON.parse(json)
-      if fields.is_a?(Array)
-        fields.each { |field| data.delete(field.to_s) }
-      else
-        data.delete(fields.to_s)
-      end
+      fields.each { |field| data.delete(field) }
       JSON.generate(data)
     end
 
     # The list of entry strings, joined; inside envelope when there is one. The envelope is
-    # generated once and the list goes before its closing brace, under key_json (the entries
-    # key as a JSON string).
+    # generated once (as render does) and the list goes before its closing brace, under key_json
+    # (the entries key as a JSON string).
     def assemble(parts, envelope, key_json)
       list = parts.join(",")
       return "[#{list}]" unless envelope
 
-      head = JSON.generate(envelope)
+      head = JSON.generate(envelope.as_json)
       json = String.new(capacity: head.bytesize + key_json.bytesize + list.bytesize + 8, encoding: Encoding::UTF_8)
       json << head.byteslice(0, head.bytesize - 1)
       json << "," unless envelope.empty?

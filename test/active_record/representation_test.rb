@@ -66,10 +66,10 @@ class StrataRepresentationTest < Strata::ModelCase
   end
 
   # Tickets with their tags and owner's email; owner_email is hidden from all but admins.
-  def tickets(cache: store, name: "ticket/v1")
+  def tickets(cache: store, name: "ticket/v1", cache_redacted: false)
     built = @built
     Strata::Representation.new(
-      cache: cache, name: name,
+      cache: cache, name: name, cache_redacted: cache_redacted,
       serializer: lambda do |ticket|
         built[ticket.id] += 1
         {"id" => ticket.id, "title" => ticket.title, "owner_email" => ticket.owner_email,
@@ -99,6 +99,14 @@ class StrataRepresentationTest < Strata::ModelCase
     bytes = open_table.get(tier_key(store, reps.cache_key(ticket)))
     assert Strata::Entry.stamped?(bytes), "stamped with the ticket's tag"
     assert_equal json, Strata::Entry.plain_stamped_string(bytes), "a plain String, not a serialized object"
+  end
+
+  def test_values_are_made_json_as_rails_makes_them
+    reps = Strata::Representation.new(cache: store, name: "release/v1",
+      serializer: ->(release) { {version: release.version, at: Time.utc(2026, 11, 25, 19, 30), kind: :major, size: 1.5} })
+
+    assert_equal "{\"version\":\"1.0\",\"at\":\"2026-11-25T19:30:00.000Z\",\"kind\":\"major\",\"size\":1.5}",
+      reps.entry(Release.new("1.0"))
   end
 
   def test_another_name_is_another_entry
@@ -152,6 +160,30 @@ class StrataRepresentationTest < Strata::ModelCase
     assert_equal 2, @built[ticket.id], "built once more inside the transaction, and that build was not cached"
   end
 
+  def test_a_document_built_before_a_change_is_not_served_after_it
+    ticket = new_ticket("crash")
+    read = Queue.new
+    go_on = Queue.new
+    reps = Strata::Representation.new(cache: store, name: "ticket/v1",
+      serializer: lambda do |item|
+        title = Ticket.find(item.id).title
+        read << title
+        go_on.pop
+        {"title" => title}
+      end)
+
+    slow = Thread.new { Record.connection_pool.with_connection { reps.entry(ticket) } }
+    assert_equal "crash", read.pop, "the serializer read the row"
+    ticket.update!(title: "crash on start") # committed while the document is being built
+    go_on << true
+    assert_equal "{\"title\":\"crash\"}", slow.value, "the slow caller gets what it built"
+
+    go_on << true
+    assert_equal "{\"title\":\"crash on start\"}", reps.collection([ticket]).delete_prefix("[").delete_suffix("]"),
+      "the next call builds again: the entry was stamped with the version read before the build"
+    assert_equal "crash on start", read.pop
+  end
+
   def test_a_viewer_who_may_see_everything_gets_the_cached_string_unparsed
     first = new_ticket("crash", tags: ["ui"])
     second = new_ticket("hang")
@@ -189,6 +221,48 @@ class StrataRepresentationTest < Strata::ModelCase
     assert_equal ["crash", "hang"], JSON.parse(page)["entries"].map { |item| item["title"] }
     assert_includes store.read(reps.cache_key(first)), "crash@example.com", "the cache keeps the full entry"
     assert_includes reps.entry(first, viewer: ADMIN), "crash@example.com", "for those who may see it"
+  end
+
+  def test_redacted_copies_may_be_cached_and_follow_their_record
+    first = new_ticket("crash", tags: ["ui"])
+    second = new_ticket("hang")
+    reps = tickets(cache_redacted: true)
+    original = JSON.method(:parse)
+    parsed = 0
+    counting = lambda do |*args, **options|
+      parsed += 1
+      original.call(*args, **options)
+    end
+
+    pages = JSON.stub(:parse, counting) do
+      reps.entry(first, viewer: GUEST)
+      Array.new(2) { reps.collection([first, second], viewer: GUEST, envelope: {"start" => 0}) }
+    end
+    assert_equal 2, parsed, "each redacted copy was made once, then read from the cache"
+    assert_equal pages[0], pages[1]
+    refute_includes pages[0], "@example.com"
+    assert_equal [1, 1], [@built[first.id], @built[second.id]], "from the full entries"
+    assert_includes reps.entry(first, viewer: ADMIN), "crash@example.com"
+    assert_includes store.read(reps.cache_key(first)), "crash@example.com", "the full entry is kept apart"
+
+    TicketTag.create!(ticket: first, name: "urgent")
+    assert_equal [["ui", "urgent"], []], JSON.parse(reps.collection([first, second], viewer: GUEST)).map { |entry| entry["tags"] }
+    assert_equal ["ui", "urgent"], JSON.parse(reps.entry(first, viewer: ADMIN))["tags"]
+    refute_includes reps.entry(first, viewer: GUEST), "@example.com"
+    assert_equal [2, 1], [@built[first.id], @built[second.id]], "the copy was made from the new full entry"
+  end
+
+  def test_each_set_of_hidden_fields_has_its_own_copy
+    ticket = new_ticket("crash")
+    reps = Strata::Representation.new(cache: store, name: "ticket/v1", cache_redacted: true,
+      serializer: ->(item) { {"title" => item.title, "owner_email" => item.owner_email, "id" => item.id} },
+      hidden: ->(viewer, _item) { viewer })
+
+    assert_equal "{\"title\":\"crash\",\"id\":#{ticket.id}}", reps.entry(ticket, viewer: ["owner_email"])
+    assert_equal "{\"id\":#{ticket.id}}", reps.entry(ticket, viewer: [:owner_email, "title"])
+    assert_equal "{\"id\":#{ticket.id}}", reps.entry(ticket, viewer: ["title", "owner_email"]), "the same set"
+    assert_equal "{\"owner_email\":\"crash@example.com\",\"id\":#{ticket.id}}", reps.entry(ticket, viewer: "title")
+    assert_equal "[{\"title\":\"crash\",\"owner_email\":\"crash@example.com\",\"id\":#{ticket.id}}]", reps.collection([ticket], viewer: nil)
   end
 
   def test_hidden_decides_per_record
@@ -240,7 +314,8 @@ class StrataRepresentationTest < Strata::ModelCase
     assert_equal "{\"total_size\":1,\"start\":0,\"items\":[#{entry}]}",
       reps.collection(Ticket.where(id: ticket.id), viewer: ADMIN, envelope: {total_size: 1, start: 0}, entries_key: "items")
     named = Strata::Representation.new(cache: store, name: "ticket/v1", serializer: ->(_) { {} }, entries_key: :rows)
-    assert_equal "{\"a\":\"}\",\"rows\":[#{entry},#{entry}]}", named.collection([ticket, ticket], envelope: {"a" => "}"})
+    assert_equal "{\"a\":\"}\",\"at\":\"2026-11-25T19:30:00.000Z\",\"rows\":[#{entry},#{entry}]}",
+      named.collection([ticket, ticket], envelope: {"a" => "}", :at => Time.utc(2026, 11, 25, 19, 30)})
 
     error = assert_raises(ArgumentError) { reps.collection([ticket], envelope: {entries: 1}) }
     assert_match(/envelope: has a "entries" key already/, error.message)
@@ -312,12 +387,36 @@ class StrataRepresentationTest < Strata::ModelCase
     error = assert_raises(ArgumentError) { Strata::Representation.new(cache: ActiveSupport::Cache::MemoryStore.new, name: "x", serializer: serializer) }
     assert_match(/MemoryStore can't keep tags/, error.message)
     assert_raises(ArgumentError) { Strata::Representation.new(cache: store, name: "", serializer: serializer) }
+    error = assert_raises(ArgumentError) { Strata::Representation.new(cache: store, name: "bug:v1", serializer: serializer) }
+    assert_match(/without a colon or a NUL byte/, error.message)
     assert_raises(ArgumentError) { Strata::Representation.new(cache: store, name: "x", serializer: nil) }
     assert_raises(ArgumentError) { Strata::Representation.new(cache: store, name: "x", serializer: serializer, hidden: 1) }
 
     listed = Strata::Representation.new(cache: store, name: "x", serializer: ->(_) { [1] })
     error = assert_raises(TypeError) { listed.entry(new_ticket("crash")) }
     assert_match(/serializer returned a Array for a StrataRepresentationTest::Ticket, not a Hash/, error.message)
+  end
+
+  def test_hits_misses_and_redaction_leave_ruby_vm_stat_unchanged
+    releases = Array.new(20) { |i| Release.new("1.#{i}", "notes #{i}") }
+    both = [false, true].map do |cache_redacted|
+      Strata::Representation.new(cache: store, name: "release/v1", cache_redacted: cache_redacted,
+        serializer: ->(release) { {"version" => release.version, "notes" => release.notes} },
+        hidden: ->(viewer, _release) { viewer ? nil : ["notes"] })
+    end
+    work = lambda do |round|
+      store.invalidate_tags("releases/1.#{round % 20}")
+      both.each do |reps|
+        reps.entry(releases[round % 20], viewer: round.even?)
+        reps.collection(releases, viewer: round.odd?, envelope: {"total_size" => 20, "start" => round})
+      end
+    end
+    50.times(&work) # warm every path
+    before = Strata::TestSupport.vm_cache_state
+
+    200.times(&work)
+
+    assert_equal before, Strata::TestSupport.vm_cache_state
   end
 
   def test_a_second_host_reads_the_page_from_memcached_and_sees_a_change

@@ -35,6 +35,24 @@ class StrataStoreMultiTest < Strata::StoreCase
     assert_equal({}, store.read_multi("stale", version: "v2"))
   end
 
+  def test_read_multi_reads_strings_as_the_hit_path_does
+    store.write("plain", "a")
+    store.write("tagged", "b", tags: "bugs/1")
+    store.write("versioned", "c", version: "v1")
+    store.write("expiring", "d", expires_in: 60)
+    store.write("binary", "\xff".b)
+
+    found = store.read_multi("plain", "tagged", "versioned", "expiring", "binary", version: "v1")
+    assert_equal({"plain" => "a", "tagged" => "b", "versioned" => "c", "expiring" => "d", "binary" => "\xff".b}, found)
+    assert_equal [Encoding::UTF_8, Encoding::BINARY], found.values_at("tagged", "binary").map(&:encoding)
+    assert_equal({}, store.read_multi("versioned", version: "v2"))
+    travel 61.seconds do
+      assert_equal({"plain" => "a"}, store.read_multi("plain", "expiring"))
+    end
+    store.invalidate_tags("bugs/1")
+    assert_equal({"plain" => "a"}, store.read_multi("plain", "tagged"))
+  end
+
   def test_write_multi_applies_options
     store.write_multi({"a" => 1, "b" => 2}, expires_in: 60)
 

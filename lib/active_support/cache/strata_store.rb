@@ -463,13 +463,14 @@ module ActiveSupport
           state.multi_unread = false # only fetch_multi's own read reads through
           read_through_misses(keys_to_names.keys - found.keys, found, state.multi, event)
         end
+        # Codec#live_value, as the hit path reads: a plain String (a cached JSON document, say)
+        # is returned without an Entry built for it. The stack has checked their stamps.
+        raw = options[:raw]
         keys_to_names.each_with_object({}) do |(key, name), results|
           next unless (bytes = found[key])
 
-          entry = bytes && failsafe(nil) { @codec.load(bytes, options[:raw]) } # the stack told their stamps
-          next if entry.nil? || entry.expired? || entry.mismatched?(normalize_version(name, options))
-
-          results[name] = entry.value
+          value = failsafe(Codec::MISS) { @codec.live_value(bytes, raw, normalize_version(name, options)) }
+          results[name] = value unless Codec::MISS.equal?(value)
         end
       end
 
