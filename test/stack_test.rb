@@ -382,4 +382,48 @@ class StackTest < Minitest::Test
   def test_a_stack_needs_a_tier
     assert_raises(ArgumentError) { Strata::Stack.new({}) }
   end
+
+  # Every way an entry reaches the host tier (:top): a write, a write of many, an add, a
+  # backfill, a read-through's fill. The bottom keeps the entries' own TTLs.
+  def test_host_ttl_caps_the_ttl_of_every_entry_the_host_tier_takes
+    stack = Strata::Stack.new({top: @top, bottom: @bottom}, host_ttl: 0.5)
+    top = record_ttls(@top)
+    bottom = record_ttls(@bottom)
+    stack.set("set", entry, ttl: 60)
+    stack.set("forever", entry)
+    stack.set("short", entry, ttl: 0.1)
+    stack.set_multi({"multi" => entry}, ttl: 60)
+    stack.add("added", entry)
+    @bottom.set("below", entry)
+    stack.get("below")
+    stack.read_through("filled") { |fill| fill.get || fill.set(entry, ttl: 60) }
+
+    assert_equal [["set", 0.5], ["forever", 0.5], ["short", 0.1], ["multi", 0.5], ["added", 0.5], ["below", 0.5],
+      ["filled", 0.5]], top
+    assert_equal [["set", 60], ["forever", nil], ["short", 0.1], ["multi", 60], ["added", nil], ["below", nil],
+      ["filled", 60]], bottom
+    assert_equal entry, stack.get("filled")
+  end
+
+  def test_host_ttl_is_nil_or_a_positive_number
+    assert_nil @stack.host_ttl
+    [0, -1, "1"].each do |bad|
+      assert_raises(ArgumentError) { Strata::Stack.new({top: @top}, host_ttl: bad) }
+    end
+  end
+
+  private
+
+  # [key, ttl] of each entry set or added into tier from now on (the stack's own keys left out).
+  def record_ttls(tier)
+    ttls = []
+    %i[set add].each do |name|
+      write = tier.method(name)
+      tier.define_singleton_method(name) do |key, bytes, ttl: nil|
+        ttls << [key, ttl] unless key.getbyte(0) == 0
+        write.call(key, bytes, ttl: ttl)
+      end
+    end
+    ttls
+  end
 end

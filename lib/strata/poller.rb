@@ -42,6 +42,10 @@ module Strata
   # channel on a connection of its own (SQL::Listener), so a commit wakes it at once; a lost
   # notification delays the row by at most interval, as the log is the truth.
   #
+  # Raw tags: each round first converts the tags that the strata:triggers migration's SQLite
+  # triggers appended as text (SQL#apply_raw_tags) into versions and log rows, which that round
+  # and the other hosts' read: a raw UPDATE on SQLite reaches every host within about two rounds.
+  #
   # Failures (a database or memcached down, anything the thread raises) go to on_error, which
   # the store reports once per outage (FailureReports), and the thread goes on with the next
   # round. The thread never keeps the process alive, takes no lock but the tiers' own, is
@@ -81,14 +85,24 @@ module Strata
         end
         raise ArgumentError, "poll_listen must be true or false, got #{listen.inspect}" unless [true, false].include?(listen)
 
-        tiers = stack.tier_names.map { |name| stack[name] }
-        host = tiers.find { |tier| tier.capabilities[:host] }
-        sql = tiers.find { |tier| tier.respond_to?(:invalidation_log?) && tier.invalidation_log? }
-        return nil unless host && sql
+        host, sql = sources(stack.tier_names.map { |name| stack[name] })
+        return nil unless host
 
         poller = new(host, sql, stack.dependencies, on_error: on_error, interval: interval, listen: listen, gap_timeout: gap_timeout)
         poller.mark_fresh
         poller.start
+      end
+
+      # Whether #start runs a poller for a stack of tiers (top first).
+      def polls?(tiers)
+        !sources(tiers).nil?
+      end
+
+      # [host tier, SQL tier that writes the log] when tiers (top first) have both, else nil.
+      def sources(tiers)
+        host = tiers.find { |tier| tier.capabilities[:host] }
+        sql = tiers.find { |tier| tier.respond_to?(:invalidation_log?) && tier.invalidation_log? }
+        [host, sql] if host && sql
       end
 
       # After a fork: every poller of the parent starts again in the child.
@@ -268,9 +282,11 @@ module Strata
       nil # the lease lapses by itself
     end
 
-    # Reads the log past the state's sequence number and applies what it finds; true when
-    # rows were left for the next round.
+    # Converts the raw tags SQLite's triggers left (SQL#apply_raw_tags), then reads the log past
+    # the state's sequence number and applies what it finds; true when rows were left for the
+    # next round.
     def poll
+      @sql.apply_raw_tags # the SQLite triggers' tags become log rows, read below
       now = Entry.now
       state = read_state
       return resync(now, clear: false) if state && state[0] == FRESH

@@ -44,14 +44,16 @@ module Strata
     # current, its stamp check of a stamped entry read at tier index (bytes, or nil when a stamp
     # is out of date: then dropped there); backfill, its copy of bytes found at tier index into
     # the tiers above. failed: called as failed.call(error, index, info) for each tier failure
-    # (the stack reports it, and notes it in info).
-    def initialize(tiers, names, fill_wait, current:, backfill:, failed:)
+    # (the stack reports it, and notes it in info). ttl_at: called as ttl_at.call(index, ttl),
+    # the TTL a fill written with ttl gets in tier index (the stack's cap on the host tier).
+    def initialize(tiers, names, fill_wait, current:, backfill:, failed:, ttl_at:)
       @tiers = tiers
       @names = names
       @fill_wait = fill_wait
       @current = current
       @backfill = backfill
       @failed = failed
+      @ttl_at = ttl_at
       @host_index = tiers.index { |tier| tier.capabilities[:host] }
       @lease_tiers = tiers.map { |tier| tier.capabilities[:leases] }.freeze
       @tombstone_tiers = tiers.map { |tier| tier.capabilities[:tombstones] }.freeze
@@ -234,7 +236,7 @@ module Strata
         next if index == fill.lease_index
 
         added = safely(index, nil, :failed) do
-          @tiers[index].add_for_fill(key, bytes, fill.tombstone(index), ttl: ttl)
+          @tiers[index].add_for_fill(key, bytes, fill.tombstone(index), ttl: @ttl_at.call(index, ttl))
         rescue ValueTooLargeError => error
           @failed.call(error, index, nil)
           drop(key, index)

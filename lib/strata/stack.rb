@@ -43,8 +43,12 @@ module Strata
     # coherence_interval: seconds the host tier keeps a tag version read from below (Dependencies).
     # on_stamps: called as on_stamps.call(key, bytes) with each current stamped entry read
     #   (Entry.stamp_words(bytes) gives its stamps; left to the callee, which mostly needs none).
+    # host_ttl: seconds (> 0) the host tier keeps an entry at most, whatever its TTL; nil: no
+    #   cap. With a tier shared by hosts below it (memcached) and nothing else to tell this host
+    #   of their writes (no poller), another host's write or delete of a key then reaches this
+    #   host's copy within host_ttl: the copy lapses, and the next read takes the shared tier's.
     def initialize(tiers, on_error: nil, fill_wait: DEFAULT_FILL_WAIT,
-      coherence_interval: Dependencies::DEFAULT_COHERENCE_INTERVAL, on_stamps: nil)
+      coherence_interval: Dependencies::DEFAULT_COHERENCE_INTERVAL, on_stamps: nil, host_ttl: nil)
       raise ArgumentError, "a stack needs at least one tier" if tiers.empty?
       raise ArgumentError, "fill_wait must be a number of seconds >= 0" unless fill_wait.is_a?(Numeric) && fill_wait >= 0
 
@@ -61,13 +65,23 @@ module Strata
       @unfenced_below_lease = below_lease.reject { |index| @tiers[index].capabilities[:tombstones] }.freeze
       @on_stamps = on_stamps
       @dependencies = Dependencies.new(@tiers, @names, on_error: on_error, coherence_interval: coherence_interval)
+      if host_ttl && !(host_ttl.is_a?(Numeric) && host_ttl > 0)
+        raise ArgumentError, "host_ttl must be nil or a number of seconds > 0, got #{host_ttl.inspect}"
+      end
+
+      # The index of the tier whose TTLs are capped (#ttl_at), or nil.
+      @capped = host_ttl && @host_index
+      @host_ttl = host_ttl&.to_f
       @single_flight = if fill_wait > 0
-        SingleFlight.new(@tiers, @names, fill_wait, current: method(:current), backfill: method(:backfill), failed: method(:failed))
+        SingleFlight.new(@tiers, @names, fill_wait, current: method(:current), backfill: method(:backfill), failed: method(:failed),
+          ttl_at: method(:ttl_at))
       end
     end
 
     # The tag versions kept in these tiers (Strata::Dependencies).
     attr_reader :dependencies
+    # Seconds the host tier keeps an entry at most (a Float), or nil: see new.
+    attr_reader :host_ttl
 
     # The tier names, top first.
     def tier_names
@@ -179,7 +193,7 @@ module Strata
           refused = true unless dropped?(key, index)
           next false
         end
-        if tier.set(key, bytes, ttl: ttl)
+        if tier.set(key, bytes, ttl: ttl_at(index, ttl))
           lowest ||= index
           next true
         end
@@ -235,8 +249,9 @@ module Strata
     # of date counts as absent: it is dropped, and the add tried again once.
     def add(key, bytes, ttl: nil)
       write_tiers(key, @top_down) do |tier, index|
-        next true if tier.add(key, bytes, ttl: ttl)
-        next true if outdated?(key, index) && tier.add(key, bytes, ttl: ttl)
+        tier_ttl = ttl_at(index, ttl)
+        next true if tier.add(key, bytes, ttl: tier_ttl)
+        next true if outdated?(key, index) && tier.add(key, bytes, ttl: tier_ttl)
 
         index.times { |above| drop(key, above) }
         return false
@@ -449,7 +464,7 @@ module Strata
     # tier index's set_multi of entries: [{key => stored}, whether a failure was reported]. A key
     # the tier did not answer for (it failed, wholly or on one server) is absent.
     def set_multi_on(index, entries, ttl)
-      [@tiers[index].set_multi(entries, ttl: ttl), false]
+      [@tiers[index].set_multi(entries, ttl: ttl_at(index, ttl)), false]
     rescue PartialError => error
       failed(error, index)
       [error.result, true]
@@ -512,7 +527,7 @@ module Strata
         return false if ttl <= 0
       end
       index.times do |above|
-        @tiers[above].set(key, bytes, ttl: ttl)
+        @tiers[above].set(key, bytes, ttl: ttl_at(above, ttl))
       rescue ValueTooLargeError
         next
       rescue TierError => error
@@ -536,6 +551,14 @@ module Strata
     rescue TierError => error
       failed(error, index, info)
       fallback
+    end
+
+    # The TTL an entry written with ttl (seconds; nil or 0: none) gets in tier index: ttl, but
+    # at most host_ttl in the host tier when new was given one.
+    def ttl_at(index, ttl)
+      return ttl unless index == @capped
+
+      (ttl.nil? || ttl == 0 || ttl > @host_ttl) ? @host_ttl : ttl
     end
 
     # Best effort: a copy that can't be dropped is reported, not raised.

@@ -276,6 +276,107 @@ class TriggersGeneratorMariaDBTest < Minitest::Test
   end
 end
 
+# SQLite: the triggers append the tags as text to strata_entries_raw_tags; the SQL tier's
+# apply_raw_tags (which each host's poller calls every round) turns them into versions and log
+# rows. Changes are made with the sqlite3 command-line shell, as a person or a script would.
+class TriggersGeneratorSQLiteTest < Minitest::Test
+  include TriggerMigrationCase
+
+  class Record < ActiveRecord::Base
+    self.abstract_class = true
+  end
+
+  def run
+    Strata::TestSupport.with_tmpdir do |dir|
+      @path = File.join(dir, "app.sqlite3")
+      super
+    end
+  end
+
+  def setup
+    super
+    @strata = "strata_entries"
+    Record.establish_connection(adapter: "sqlite3", database: @path)
+    with_connection do |c|
+      Strata::TestSupport::InvalidationTables.create(c, @strata)
+      c.execute("CREATE TABLE bugs (id INTEGER PRIMARY KEY, title TEXT)")
+      c.execute("CREATE TABLE \"バグ\" (id INTEGER PRIMARY KEY, title TEXT)")
+      c.execute("INSERT INTO bugs VALUES (42, 'crash'), (7, 'hang')")
+      c.execute("INSERT INTO \"バグ\" VALUES (1, 'x')")
+    end
+    @tier = Strata::Tiers::SQL.new(connection_class: Record)
+  end
+
+  def teardown
+    Record.remove_connection
+    super
+  end
+
+  # Runs sql in the sqlite3 shell, then converts the raw tags as a poller's round does.
+  def raw(sql)
+    sqlite3(sql)
+    @tier.apply_raw_tags
+  end
+
+  def sqlite3(sql)
+    assert system("sqlite3", "-bail", @path, sql, out: File::NULL), "sqlite3 ran #{sql}"
+  end
+
+  # The tags the triggers appended and no poller has converted yet.
+  def raw_tags
+    with_connection { |c| c.select_values("SELECT tag FROM strata_entries_raw_tags ORDER BY id") }
+  end
+
+  def test_p5_a_raw_update_appends_the_tags_as_text_and_the_tier_turns_them_into_invalidations
+    migrate(%w[bugs])
+    sqlite3("UPDATE bugs SET title = 'crash on start' WHERE id = 42")
+    assert_equal %w[bugs/42 bugs].sort, raw_tags.sort
+    assert_empty versions, "nothing bumped until a poller converts them"
+
+    assert_equal [id("bugs"), id("bugs/42")].sort, @tier.apply_raw_tags
+    assert_empty raw_tags, "the rows converted are gone"
+    assert_equal [id("bugs"), id("bugs/42")].sort, versions.keys.sort
+    assert_equal [id("bugs"), id("bugs/42")].sort, logged.sort
+    assert_empty @tier.apply_raw_tags, "an idle round converts nothing"
+  end
+
+  def test_p5_a_raw_update_bumps_the_record_and_the_collection_and_logs
+    migrate(%w[bugs])
+    assert_changed(%w[bugs/42 bugs], changes_of("UPDATE bugs SET title = 'crash on start' WHERE id = 42"), "update")
+    assert_changed(%w[bugs/42 bugs], changes_of("UPDATE bugs SET title = 'again' WHERE id = 42"), "again")
+    assert_changed(%w[bugs/8 bugs], changes_of("INSERT INTO bugs VALUES (8, 'new')"), "insert")
+    assert_changed(%w[bugs/7 bugs/70 bugs], changes_of("UPDATE bugs SET id = 70 WHERE id = 7"), "a key change: old and new")
+    assert_changed(%w[bugs/8 bugs], changes_of("DELETE FROM bugs WHERE id = 8"), "delete")
+    assert_changed(%w[bugs/42 bugs/70 bugs], changes_of("UPDATE bugs SET title = 'all'"), "many rows: each tag once")
+    assert_versions_are_62_bit
+  end
+
+  def test_p5_a_utf8_table_name
+    migrate(%w[バグ])
+    assert_changed(%w[バグ/1 バグ], changes_of("UPDATE \"バグ\" SET title = 'y' WHERE id = 1"))
+  end
+
+  def test_a_rollback_appends_nothing
+    migrate(%w[bugs])
+    sqlite3("BEGIN; UPDATE bugs SET title = 'y' WHERE id = 42; ROLLBACK;")
+    assert_empty raw_tags
+    assert_empty @tier.apply_raw_tags
+    assert_empty versions
+  end
+
+  def test_down_removes_the_triggers_and_the_raw_tags_table_with_the_last
+    migrate(%w[bugs])
+    migrate(%w[バグ])
+    migrate(%w[バグ], :down)
+    assert_equal [[], []], changes_of("UPDATE \"バグ\" SET title = 'y' WHERE id = 1"), "no trigger on バグ"
+    assert_changed(%w[bugs/42 bugs], changes_of("UPDATE bugs SET title = 'y' WHERE id = 42"), "bugs still has its own")
+
+    migrate(%w[bugs], :down)
+    refute with_connection { |c| c.table_exists?("strata_entries_raw_tags") }, "the last down drops the table"
+    assert_empty @tier.apply_raw_tags, "a tier that saw the table carries on without it"
+  end
+end
+
 class TriggersGeneratorTest < Minitest::Test
   ROOT = TriggerMigrationCase::ROOT
 

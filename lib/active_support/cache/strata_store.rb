@@ -92,7 +92,9 @@ module ActiveSupport
       # fill_wait: seconds a fetch that missed waits for another process's (or host's) fill of the
       #     same key before running its block itself (default 2; 0 turns single-flight off).
       # coherence_interval: seconds L1 keeps a copy of a tag version read from memcached or SQL
-      #     (default 1): the longest another host's invalidate_tags goes unseen here.
+      #     (default 1): the longest another host's invalidate_tags goes unseen here. With L1
+      #     over memcached and no poller, also the longest L1 keeps any entry (Stack's host_ttl),
+      #     so another host's write or delete of a key is seen here within it too.
       # poll_interval: seconds between reads of the SQL tier's invalidation log by this host's
       #     poller (default 0.05; Strata::Poller), which runs with L1 over an SQL tier that
       #     writes the log. poll_listen: on PostgreSQL, also wake at its NOTIFY (default true).
@@ -114,8 +116,9 @@ module ActiveSupport
         # version (docs/compatibility.md).
         super(options.merge(coder: nil))
         @stamp_reads = StampReads.new
-        @stack = Strata::Stack.new(build_tiers(l1, memcached, sql), on_error: method(:report_failure),
-          fill_wait: fill_wait, coherence_interval: coherence_interval, on_stamps: @stamp_reads)
+        tiers = build_tiers(l1, memcached, sql)
+        @stack = Strata::Stack.new(tiers, on_error: method(:report_failure), fill_wait: fill_wait,
+          coherence_interval: coherence_interval, on_stamps: @stamp_reads, host_ttl: host_ttl(tiers, coherence_interval))
         @listable = listable_tiers.size == @stack.tier_names.size
         @poller = Strata::Poller.start(@stack, on_error: method(:report_failure), **polling)
         # With L1 alone every write lands in the table, whose set and add copy a
@@ -622,6 +625,14 @@ module ActiveSupport
         tiers[:l2] = build_memcached(memcached) if memcached
         tiers[:l3] = build_sql(sql) if sql
         tiers
+      end
+
+      # The cap on L1's TTLs (Stack's host_ttl): coherence_interval when L1 sits above memcached,
+      # where other hosts write, and no poller tells this host of their writes; else none (L1
+      # alone or over an SQL tier of this host alone has no other host, and a poller brings
+      # the changes sooner).
+      def host_ttl(tiers, coherence_interval)
+        coherence_interval if tiers.key?(:l1) && tiers.key?(:l2) && !Strata::Poller.polls?(tiers.values)
       end
 
       # Active Record is loaded only for a store with an SQL tier.

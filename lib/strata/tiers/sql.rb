@@ -13,6 +13,7 @@ require "strata/tiers/sql/expiry"
 require "strata/tiers/sql/listener"
 require "strata/tiers/sql/log_statements"
 require "strata/tiers/sql/options"
+require "strata/tiers/sql/raw_tags"
 require "strata/tiers/sql/schema"
 require "strata/tiers/sql/sizing"
 require "strata/tiers/sql/statements"
@@ -108,10 +109,15 @@ module Strata
     # (#log_after, #log_rows) and drops its copies of what they name. The expiry pass also trims
     # rows older than log_retention seconds from the front of the log, at most one batch,
     # never the newest row.
+    #
+    # Raw tags (SQLite): the strata:triggers migration's SQLite triggers append changed tags as
+    # text to <table_name>_raw_tags; the pollers turn them into versions and log rows
+    # (#apply_raw_tags, RawTags).
     class SQL
       include Strata::Tier
       include Options
       include VersionsAndLog
+      include RawTags
 
       CAPABILITIES = Tier::CAPABILITIES.merge(tombstones: true).freeze
       # The token of a fill that read no row (ids start at 1).
@@ -175,6 +181,9 @@ module Strata
         @writer = nil
         @sizing = nil
         @log_statements = nil
+        @raw_tag_statements = nil
+        @raw_tags = false
+        @raw_tags_looked = nil
         @lock = Mutex.new # guards @writes and @counters
         @writes = 0
         @counters = {hits: 0, misses: 0, sets: 0, deletes: 0, too_large: 0, expiry_passes: 0, expired: 0, evicted: 0}

@@ -8,11 +8,12 @@ module Strata
   module Generators
     # bin/rails generate strata:triggers TABLE [TABLE...] [--primary-key=id] [--table-name=NAME] [--database=NAME]
     #
-    # Writes a migration that installs triggers on the tables (PostgreSQL, MySQL or MariaDB): a row
-    # inserted, updated or deleted by any SQL, psql and raw UPDATEs included, gives its record tag
-    # ("bugs/42") and its table's collection tag ("bugs") new versions in the SQL tier's versions
-    # table and writes them to its invalidation log, as Strata::Model does after a commit
-    # (docs/coherence.md, "Raw SQL"). --table-name is the SQL tier's table (its _versions and _log
+    # Writes a migration that installs triggers on the tables (PostgreSQL, MySQL, MariaDB or
+    # SQLite): a row inserted, updated or deleted by any SQL, psql and raw UPDATEs included, gives
+    # its record tag ("bugs/42") and its table's collection tag ("bugs") new versions in the SQL
+    # tier's versions table and writes them to its invalidation log, as Strata::Model does after
+    # a commit (docs/coherence.md, "Raw SQL"). On SQLite the triggers write the tags as text to
+    # <table-name>_raw_tags, which the hosts' pollers turn into versions and log rows. --table-name is the SQL tier's table (its _versions and _log
     # tables must exist in the same database); --primary-key the column the record tags are made
     # of, the same for every table named.
     class TriggersGenerator < Rails::Generators::Base
