@@ -12,10 +12,12 @@ class BugsController < ApplicationController
     size = Integer(params.fetch(:size, DEFAULT_SIZE), 10)
     raise ArgumentError, "start must be >= 0 and size 1..#{MAX_SIZE}" if start.negative? || !size.between?(1, MAX_SIZE)
 
-    bugs = Bug.order(:id).offset(start).limit(size)
-    # Without a cache every entry is built: load what they show in three queries, not 3 per bug.
-    bugs = bugs.preload(:project, :owner, :tags) if cache_name == "none"
-    json = representation.collection(bugs, viewer: viewer, envelope: {"total_size" => Bug.count, "start" => start})
+    page = Bug.order(:id).offset(start).limit(size)
+    # Without a cache every entry is built: load what they show in four queries, not four per
+    # bug. With one, the page's BugRows are enough for its cached entries.
+    bugs = (cache_name == "none") ? page.preload(:project, :owner, :tags) : BugRow.of(page)
+    envelope = {"total_size" => BugJson.total_size(cache_name), "start" => start}
+    json = representation.collection(bugs, viewer: viewer, envelope: envelope)
     response.set_header("X-Cache-Misses", Current.builds.to_s)
     render json: json
   end

@@ -2,6 +2,7 @@
 
 class Bug < ApplicationRecord
   include Strata::Model
+  include BugCacheIdentity
 
   STATUSES = ["New", "Confirmed", "Triaged", "In Progress", "Fix Committed", "Fix Released"].freeze
   IMPORTANCES = %w[Undecided Wishlist Low Medium High Critical].freeze
@@ -13,10 +14,4 @@ class Bug < ApplicationRecord
   validates :title, presence: true
   validates :status, inclusion: {in: STATUSES}
   validates :importance, inclusion: {in: IMPORTANCES}
-
-  # The tags the bug's JSON (BugJson) is stamped with: its own, which its tags' changes reach by
-  # cascade (BugTag), and those of the project and the owner whose names (and email) it shows.
-  def strata_cache_tags
-    [cache_tag, Project.cache_tag_for(project_id), Person.cache_tag_for(owner_id)]
-  end
 end

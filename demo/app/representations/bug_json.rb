@@ -1,14 +1,17 @@
 # frozen_string_literal: true
 
 # A bug's JSON: Strata::Representation keeps each bug's full entry string under its tags
-# (Bug#strata_cache_tags), joins a page's entries into a collection, and strips the owner's email
-# from what a viewer may not see (Viewer#sees_email_of?).
+# (BugCacheIdentity), joins a page's entries into a collection, and strips the owner's email
+# from what a viewer may not see (Viewer#sees_email_of?), caching each stripped copy as well.
 module BugJson
   NAME = "bug/v1"
   OWNER_EMAIL = ["owner_email"].freeze
+  TOTAL_SIZE_KEY = "bugs/total_size"
 
+  # A Bug's every field; given a BugRow, it loads the Bug.
   SERIALIZER = lambda do |bug|
     Current.builds += 1
+    bug = Bug.find(bug.id) if bug.is_a?(BugRow)
     {
       "self_link" => "/bugs/#{bug.id}",
       "id" => bug.id,
@@ -27,30 +30,36 @@ module BugJson
 
   HIDDEN = ->(viewer, bug) { viewer.sees_email_of?(bug) ? nil : OWNER_EMAIL }
 
-  # The cache a request's representation reads (the X-Representation-Cache header): strata
+  # The caches a request's representation may read (the X-Representation-Cache header): strata
   # (Rails.cache, the default) or, for the bench's comparison, memory or none.
   CACHES = %w[strata memory none].freeze
 
   class << self
     # The representation over cache (one of CACHES), made once per process.
     def for(cache)
-      representations.fetch(cache) do
-        raise ArgumentError, "X-Representation-Cache must be one of #{CACHES.join(", ")}, got #{cache.inspect}"
-      end
+      representations.fetch(cache) { raise unknown(cache) }
+    end
+
+    # How many bugs there are, kept in cache's store under the bugs' collection tag, which a
+    # change of any bug invalidates.
+    def total_size(cache)
+      stores.fetch(cache) { raise unknown(cache) }.fetch(TOTAL_SIZE_KEY, tags: Bug.cache_tag) { Bug.count }
     end
 
     private
 
     def representations
-      @representations ||= {
-        "strata" => build(Rails.cache),
-        "memory" => build(MemoryCache.new(size: 64 << 20)),
-        "none" => build(NoCache.new)
-      }.freeze
+      @representations ||= stores.transform_values do |store|
+        Strata::Representation.new(cache: store, name: NAME, serializer: SERIALIZER, hidden: HIDDEN, cache_redacted: true)
+      end.freeze
     end
 
-    def build(cache)
-      Strata::Representation.new(cache: cache, name: NAME, serializer: SERIALIZER, hidden: HIDDEN)
+    def unknown(cache)
+      ArgumentError.new("X-Representation-Cache must be one of #{CACHES.join(", ")}, got #{cache.inspect}")
+    end
+
+    def stores
+      @stores ||= {"strata" => Rails.cache, "memory" => MemoryCache.new(size: 64 << 20), "none" => NoCache.new}.freeze
     end
   end
 end

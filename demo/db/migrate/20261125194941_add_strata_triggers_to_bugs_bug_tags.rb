@@ -11,23 +11,32 @@
 # locked only while the transaction commits; TRUNCATE changes the collection tag only.
 # MySQL 8 and MariaDB 10.10 or later: three row triggers per table, run as each row changes; no
 # notification (pollers find the log rows at their next poll).
+# SQLite has no SHA-256 in SQL: its three row triggers per table append the tags as text to
+# strata_entries_raw_tags (made here), and each host's poller turns them into versions and log
+# rows (Strata::Tiers::SQL::RawTags). They are written with the change, so a rollback leaves none.
 class AddStrataTriggersToBugsBugTags < ActiveRecord::Migration[7.2]
   TABLES = ["bugs", "bug_tags"].freeze
   PRIMARY_KEY = "id"
   STRATA_TABLE = "strata_entries"
+  RAW_TAGS = "#{STRATA_TABLE}_raw_tags"
   MASK = (1 << 62) - 1
 
   def up
-    if postgres?
+    case database
+    when :postgres
       execute postgres_functions
       TABLES.each { |table| postgres_triggers(table).each { |statement| execute statement } }
-    else
+    when :mysql
       TABLES.each { |table| mysql_triggers(table).each { |statement| execute statement } }
+    else
+      execute sqlite_raw_tags
+      TABLES.each { |table| sqlite_triggers(table).each { |statement| execute statement } }
     end
   end
 
   def down
-    if postgres?
+    case database
+    when :postgres
       TABLES.each do |table|
         execute "DROP TRIGGER IF EXISTS #{q(STRATA_TABLE)} ON #{q(table)}"
         execute "DROP TRIGGER IF EXISTS #{q("#{STRATA_TABLE}_truncate")} ON #{q(table)}"
@@ -41,17 +50,21 @@ class AddStrataTriggersToBugsBugTags < ActiveRecord::Migration[7.2]
         END $$
       SQL
     else
-      TABLES.each { |table| %w[insert update delete].each { |event| execute "DROP TRIGGER IF EXISTS #{q(mysql_trigger(table, event))}" } }
+      TABLES.each { |table| %w[insert update delete].each { |event| execute "DROP TRIGGER IF EXISTS #{q(row_trigger(table, event))}" } }
+      # Other tables' triggers may still write the raw tags: the table stays until the last goes.
+      execute "DROP TABLE IF EXISTS #{q(RAW_TAGS)}" if database == :sqlite && sqlite_raw_tag_triggers.zero?
     end
   end
 
   private
 
-  def postgres?
-    return true if connection.adapter_name.match?(/postg/i)
-    return false if connection.adapter_name.match?(/mysql|trilogy/i)
-
-    raise NotImplementedError, "strata:triggers supports PostgreSQL, MySQL and MariaDB, not #{connection.adapter_name}"
+  def database
+    case connection.adapter_name
+    when /postg/i then :postgres
+    when /mysql|trilogy/i then :mysql
+    when /sqlite/i then :sqlite
+    else raise NotImplementedError, "strata:triggers supports PostgreSQL, MySQL, MariaDB and SQLite, not #{connection.adapter_name}"
+    end
   end
 
   def q(name)
@@ -126,8 +139,8 @@ class AddStrataTriggersToBugsBugTags < ActiveRecord::Migration[7.2]
       tags << connection.quote(table)
       bumps = tags.each_with_index.map { |tag, index| mysql_bump(tag, (index == 1 && keys.size == 2) ? "#{keys[0]} <> #{keys[1]}" : nil) }
       [
-        "DROP TRIGGER IF EXISTS #{q(mysql_trigger(table, event))}",
-        "CREATE TRIGGER #{q(mysql_trigger(table, event))} AFTER #{event.upcase} ON #{q(table)} FOR EACH ROW BEGIN\n" \
+        "DROP TRIGGER IF EXISTS #{q(row_trigger(table, event))}",
+        "CREATE TRIGGER #{q(row_trigger(table, event))} AFTER #{event.upcase} ON #{q(table)} FOR EACH ROW BEGIN\n" \
           "DECLARE now_ms BIGINT DEFAULT FLOOR(UNIX_TIMESTAMP(NOW(3)) * 1000);\n#{bumps.join("\n")}\nEND"
       ]
     end
@@ -143,7 +156,35 @@ class AddStrataTriggersToBugsBugTags < ActiveRecord::Migration[7.2]
     condition ? "IF #{condition} THEN\n#{statements}\nEND IF;" : statements
   end
 
-  def mysql_trigger(table, event)
+  # The name of table's trigger on event (MySQL, SQLite).
+  def row_trigger(table, event)
     "#{table}_#{STRATA_TABLE}_#{event}"[0, 64]
+  end
+
+  # The raw tags' table: the tier reads and deletes its rows in id order (Strata::Tiers::SQL::RawTags).
+  def sqlite_raw_tags
+    "CREATE TABLE IF NOT EXISTS #{q(RAW_TAGS)} (id INTEGER PRIMARY KEY NOT NULL, tag TEXT NOT NULL, created_at INTEGER NOT NULL)"
+  end
+
+  # Each trigger appends the record tags of the row's old and new primary key and the collection
+  # tag, once each (UNION), with the time in ms; a NULL key makes no record tag.
+  def sqlite_triggers(table)
+    now = "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)"
+    %w[insert update delete].flat_map do |event|
+      keys = []
+      keys << "OLD.#{q(PRIMARY_KEY)}" unless event == "insert"
+      keys << "NEW.#{q(PRIMARY_KEY)}" unless event == "delete"
+      tags = keys.map { |key| "SELECT #{connection.quote("#{table}/")} || #{key} AS tag" } << "SELECT #{connection.quote(table)}"
+      [
+        "DROP TRIGGER IF EXISTS #{q(row_trigger(table, event))}",
+        "CREATE TRIGGER #{q(row_trigger(table, event))} AFTER #{event.upcase} ON #{q(table)} FOR EACH ROW BEGIN\n" \
+          "INSERT INTO #{q(RAW_TAGS)} (tag, created_at) SELECT tag, #{now} FROM (#{tags.join(" UNION ")}) WHERE tag IS NOT NULL;\nEND"
+      ]
+    end
+  end
+
+  # How many triggers on SQLite still write the raw tags.
+  def sqlite_raw_tag_triggers
+    connection.select_value("SELECT COUNT(*) FROM sqlite_master WHERE type = 'trigger' AND sql LIKE #{connection.quote("%#{RAW_TAGS}%")}").to_i
   end
 end
