@@ -12,8 +12,9 @@
 # that fill the caches it reads. Both servers run at once and each round goes through every
 # cell in turn, so a spell of load on the shared machine touches all of them alike. A cell's
 # time is the median of its rounds' means; a ratio is the median of the ratios of the two cells'
-# means in each round (as bench/paired_ratio.rb pairs cells). Nothing is asserted: it prints
-# the tables and whether the issue's goals were met.
+# means in each round (as bench/paired_ratio.rb pairs cells). "server page/entry" is the same
+# ratio of the times Rails took (X-Runtime), without Puma, the connection and the client.
+# Nothing is asserted: it prints the tables and whether the issue's goals were met.
 
 require "json"
 require "net/http"
@@ -79,7 +80,7 @@ module DemoBench
     options
   end
 
-  # {[cache, viewer, path] => [seconds per fetch in each round]}.
+  # {[cache, viewer, path] => [[seconds per fetch, seconds the server took per fetch] in each round]}.
   def measure(servers, caches, rounds)
     cells = caches.product(VIEWERS.keys, [ENTRY, PAGE])
     connections = cells.to_h { |cell| [cell, connect(servers.fetch(cell[0].memcached))] }
@@ -99,10 +100,12 @@ module DemoBench
     http.start
   end
 
+  # The mean time per fetch, at the client and at the server (Rails' X-Runtime).
   def mean_time(http, cell)
+    server = 0.0
     started = Process.clock_gettime(Process::CLOCK_MONOTONIC)
-    FETCHES.times { fetch(http, cell) }
-    (Process.clock_gettime(Process::CLOCK_MONOTONIC) - started) / FETCHES
+    FETCHES.times { server += fetch(http, cell)["X-Runtime"].to_f }
+    [(Process.clock_gettime(Process::CLOCK_MONOTONIC) - started) / FETCHES, server / FETCHES]
   end
 
   def fetch(http, (cache, viewer, path))
@@ -111,7 +114,7 @@ module DemoBench
     response = http.get(path, headers)
     raise "GET #{path} (#{cache.label}): #{response.code} #{response.body[0, 200]}" unless response.code == "200"
 
-    response.body
+    response
   end
 
   def median(values)
@@ -119,9 +122,14 @@ module DemoBench
     (sorted[(sorted.size - 1) / 2] + sorted[sorted.size / 2]) / 2.0
   end
 
-  # The median over rounds of top's mean over bottom's mean in the same round.
-  def paired(top, bottom)
-    median(top.zip(bottom).map { |a, b| a / b })
+  # The median over rounds of top's mean over bottom's mean in the same round; side: 0, the
+  # client's times, 1 the server's.
+  def paired(top, bottom, side = 0)
+    median(top.zip(bottom).map { |a, b| a[side] / b[side] })
+  end
+
+  def median_time(rounds)
+    median(rounds.map(&:first))
   end
 
   def header(options, memcached)
@@ -133,12 +141,13 @@ module DemoBench
   end
 
   def table(caches, rounds, viewer, title)
-    rows = [["viewer #{title}", "entry ms", "page ms", "page/entry", "page vs Hash"]]
+    rows = [["viewer #{title}", "entry ms", "page ms", "page/entry", "page vs Hash", "server page/entry"]]
     hash_page = rounds[[caches[1], viewer, PAGE]]
     caches.each do |cache|
       entry = rounds[[cache, viewer, ENTRY]]
       page = rounds[[cache, viewer, PAGE]]
-      rows << [cache.label, ms(median(entry)), ms(median(page)), ratio(paired(page, entry)), ratio(paired(page, hash_page))]
+      rows << [cache.label, ms(median_time(entry)), ms(median_time(page)), ratio(paired(page, entry)),
+        ratio(paired(page, hash_page)), ratio(paired(page, entry, 1))]
     end
     widths = rows.transpose.map { |column| column.map(&:size).max }
     rows.map { |row| row.each_with_index.map { |cell, i| i.zero? ? cell.ljust(widths[i]) : cell.rjust(widths[i]) }.join("  ") }.join("\n")

@@ -23,7 +23,8 @@ class BugsController < ApplicationController
   end
 
   def show
-    render_entry(Bug.find(params[:id]))
+    id = params[:id]
+    render_entry((cache_name == "none") ? Bug.find(id) : BugRow.find(id))
   end
 
   def update
