@@ -5,6 +5,7 @@ require "json"
 require "net/http"
 require "open3"
 require "rbconfig"
+require "securerandom"
 require "strata/clock"
 require "tmpdir"
 require "uri"
@@ -41,6 +42,7 @@ class DemoServer
     @memcached = memcached
     @threads = threads
     @worker_pids = []
+    @secret_key_base = SecureRandom.hex(64)
   end
 
   def postgres?
@@ -77,6 +79,8 @@ class DemoServer
       "WEB_CONCURRENCY" => WORKERS.to_s,
       "RAILS_MAX_THREADS" => @threads.to_s,
       "STRATA_DEMO_LOG_LEVEL" => "warn",
+      # Else Rails writes one into the demo's tmp (the app uses none: no cookies, no sessions).
+      "SECRET_KEY_BASE" => @secret_key_base,
       "BUNDLE_GEMFILE" => File.join(ROOT, "Gemfile")
     }
   end
