@@ -8,9 +8,8 @@ class BugsController < ApplicationController
   MAX_SIZE = 300
 
   def index
-    start = Integer(params.fetch(:start, 0), 10)
-    size = Integer(params.fetch(:size, DEFAULT_SIZE), 10)
-    raise ArgumentError, "start must be >= 0 and size 1..#{MAX_SIZE}" if start.negative? || !size.between?(1, MAX_SIZE)
+    start = integer_param(:start, 0, 0..)
+    size = integer_param(:size, DEFAULT_SIZE, 1..MAX_SIZE)
 
     page = Bug.order(:id).offset(start).limit(size)
     # Without a cache every entry is built: load what they show in four queries, not four per
@@ -35,9 +34,9 @@ class BugsController < ApplicationController
 
   private
 
-  def render_entry(bug, status: :ok)
+  def render_entry(bug)
     json = representation.entry(bug, viewer: viewer)
     response.set_header("X-Cache", Current.builds.zero? ? "hit" : "miss")
-    render json: json, status: status
+    render json: json
   end
 end
