@@ -4,6 +4,7 @@ require "etc"
 require "optparse"
 require "time"
 require_relative "cases"
+require_relative "demo_bench"
 require_relative "research/client_cpu"
 require_relative "research/client_cpu_report"
 require_relative "environment"
@@ -51,6 +52,7 @@ module Strata
       def run
         options = parse
         return 0 unless options
+        return DemoBench.run(quick: options[:quick], out: @out, err: @err) if options[:demo]
 
         Environment.open { |env| bench(env, options) }
         0
@@ -68,6 +70,10 @@ module Strata
           o.on("--quick", "short warmup and measurement (CI smoke test; nothing is asserted)") { options[:quick] = true }
           o.on("--full", "every store, longer cells, and the research reports (client CPU, miss cost)") do
             options[:full] = true
+          end
+          o.on("--demo", "instead, the demo app's bench (demo/bench.rb): an entry and a page of 75 over HTTP " \
+            "against Puma, with no cache, an in-process Hash, Strata L1 and L1 + memcached (docs/demo.md); of the other options only --quick applies") do
+            options[:demo] = true
           end
           o.on("--json FILE", "also write the results as JSON") { |file| options[:json] = file }
           o.on("--plot DIR", "also write one SVG chart per case into DIR") { |dir| options[:plot] = dir }

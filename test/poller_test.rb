@@ -207,6 +207,8 @@ class PollerTest < Strata::StoreCase
     end
     assert reap(pid, DEADLINE)&.success?
     assert parent_thread.alive?
+    # So Puma's preload_app! (7 and later) does not warn of it as a thread lost in the fork.
+    assert parent_thread.thread_variable_get(:fork_safe)
   end
 
   def test_a_failing_round_is_reported_once_and_the_poller_keeps_going

@@ -144,6 +144,9 @@ module Strata
       @thread = Thread.new { run }
       @thread.name = "strata-poller"
       @thread.report_on_exception = false
+      # A fork starts the thread again in the child (restart_after_fork): Puma's preload_app! and
+      # others that look for threads that don't survive a fork may pass this one over.
+      @thread.thread_variable_set(:fork_safe, true)
       Poller.started(self)
       self
     end

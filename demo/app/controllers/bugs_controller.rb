@@ -1,0 +1,42 @@
+# frozen_string_literal: true
+
+# GET /bugs?start=0&size=75, GET /bugs/:id, PATCH /bugs/:id: Launchpad's bug collection and
+# entries, as JSON strings from BugJson. X-Cache says whether the entry came from the cache
+# (hit) or was built (miss); a page's X-Cache-Misses, how many of its entries were built.
+class BugsController < ApplicationController
+  DEFAULT_SIZE = 75
+  MAX_SIZE = 300
+
+  def index
+    start = integer_param(:start, 0, 0..)
+    size = integer_param(:size, DEFAULT_SIZE, 1..MAX_SIZE)
+
+    page = Bug.order(:id).offset(start).limit(size)
+    # Without a cache every entry is built: load what they show in four queries, not four per
+    # bug. With one, the page's BugRows are enough for its cached entries.
+    bugs = (cache_name == "none") ? page.preload(:project, :owner, :tags) : BugRow.of(page)
+    envelope = {"total_size" => BugJson.total_size(cache_name), "start" => start}
+    json = representation.collection(bugs, viewer: viewer, envelope: envelope)
+    response.set_header("X-Cache-Misses", Current.builds.to_s)
+    render json: json
+  end
+
+  def show
+    id = params[:id]
+    render_entry((cache_name == "none") ? Bug.find(id) : BugRow.find(id))
+  end
+
+  def update
+    bug = Bug.find(params[:id])
+    bug.update!(params.require(:bug).permit(:title, :description, :status, :importance))
+    render_entry(bug)
+  end
+
+  private
+
+  def render_entry(bug)
+    json = representation.entry(bug, viewer: viewer)
+    response.set_header("X-Cache", Current.builds.zero? ? "hit" : "miss")
+    render json: json
+  end
+end

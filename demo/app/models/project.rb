@@ -1,0 +1,7 @@
+# frozen_string_literal: true
+
+class Project < ApplicationRecord
+  include Strata::Model
+
+  has_many :bugs
+end

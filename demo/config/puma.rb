@@ -1,0 +1,10 @@
+# frozen_string_literal: true
+
+# Puma for the demo (bin/demo): WEB_CONCURRENCY workers (default 2) forked from one booted app
+# (preload_app!), so every worker maps the one L1 table the app opened, on 127.0.0.1:PORT
+# (default 3000; 0 takes a free port, which the "Listening on" line names).
+workers Integer(ENV.fetch("WEB_CONCURRENCY", 2))
+threads_count = Integer(ENV.fetch("RAILS_MAX_THREADS", 3))
+threads threads_count, threads_count
+preload_app!
+bind "tcp://127.0.0.1:#{Integer(ENV.fetch("PORT", 3000))}"

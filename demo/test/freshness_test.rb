@@ -1,0 +1,56 @@
+# frozen_string_literal: true
+
+require_relative "test_helper"
+
+# A bug changed by any path is served fresh by both workers on their next request: its entry
+# and the collection page it is on.
+class FreshnessTest < DemoHTTP::Test
+  # How long a raw SQL change may take to reach the workers: the host's poller reads the
+  # triggers' log rows within poll_interval (0.05 s; at once on PostgreSQL's NOTIFY; SQLite's
+  # raw tag rows take one more round to become log rows), or within its lease (1 s) when the
+  # poller's process changes; this is that with room for a loaded machine.
+  RAW_SQL_BOUND = 5
+
+  def test_a_bug_updated_through_the_api
+    assert_fresh_after_change(231, "Updated through the API") do |title|
+      response = server.request(:patch, "/bugs/231", body: {bug: {title: title}})
+      assert_equal "200", response.code, response.body
+      assert_equal title, json(response)["title"]
+    end
+  end
+
+  # The Rails console's way: bin/rails runner, in a process of its own that maps the same L1.
+  def test_a_bug_updated_from_the_rails_runner
+    assert_fresh_after_change(232, "Updated from the Rails runner") do |title|
+      server.rails_runner("Bug.find(ARGV[0]).update!(title: ARGV[1])", "232", title)
+    end
+  end
+
+  # A raw UPDATE on a connection of its own (the pg or sqlite3 gem, not Rails): the triggers
+  # (bin/rails generate strata:triggers bugs bug_tags) bump the bug's tags in the SQL tier and
+  # log them (on SQLite through the poller, which turns their raw tag rows into versions); the
+  # poller drops the workers' L1 copies of the versions.
+  def test_a_bug_updated_by_raw_sql
+    sql = server.postgres? ? "UPDATE bugs SET title = $1 WHERE id = $2" : "UPDATE bugs SET title = ? WHERE id = ?"
+    assert_fresh_after_change(233, "Updated by raw SQL") do |title|
+      server.execute_sql(sql, title, 233)
+      fresh = wait_until(RAW_SQL_BOUND) { json(server.get("/bugs/233"))["title"] == title }
+      assert fresh, "a raw UPDATE was not seen within #{RAW_SQL_BOUND} s"
+    end
+  end
+
+  private
+
+  # Caches bug id's entry and page on both workers, yields the new title to the block that
+  # changes it, then checks each worker's next entry and page show it.
+  def assert_fresh_after_change(id, title)
+    page = "/bugs?start=225&size=50"
+    on_each_worker { server.get("/bugs/#{id}") }.each { |response| refute_equal title, json(response)["title"] }
+    on_each_worker { server.get(page) }.each { |response| refute_equal title, entry_in(response, id)["title"] }
+
+    yield title
+
+    on_each_worker { server.get("/bugs/#{id}") }.each { |response| assert_equal title, json(response)["title"] }
+    on_each_worker { server.get(page) }.each { |response| assert_equal title, entry_in(response, id)["title"] }
+  end
+end

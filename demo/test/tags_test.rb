@@ -1,0 +1,28 @@
+# frozen_string_literal: true
+
+require_relative "test_helper"
+
+# A tag added to a bug changes the bug's JSON (BugTag's cascade invalidates the bug's tag) and
+# so the collection page joined from it, on both workers.
+class TagsTest < DemoHTTP::Test
+  BUG = 5
+  PAGE = "/bugs?start=0&size=50"
+
+  def test_a_new_tag_changes_the_bugs_entry_and_the_collection
+    on_each_worker { server.get("/bugs/#{BUG}") }.each { |response| refute_includes json(response)["tags"], "demo-verified" }
+    on_each_worker { server.get(PAGE) }.each { |response| refute_includes entry_in(response, BUG)["tags"], "demo-verified" }
+
+    created = server.request(:post, "/bugs/#{BUG}/tags", body: {name: "demo-verified"})
+
+    assert_equal "201", created.code, created.body
+    assert_includes json(created)["tags"], "demo-verified"
+    on_each_worker { server.get("/bugs/#{BUG}") }.each do |response|
+      assert_includes json(response)["tags"], "demo-verified"
+      assert_equal "hit", response["X-Cache"] # built once, by the POST
+    end
+    on_each_worker { server.get(PAGE) }.each do |response|
+      assert_includes entry_in(response, BUG)["tags"], "demo-verified"
+      assert_equal "0", response["X-Cache-Misses"]
+    end
+  end
+end
