@@ -6,13 +6,16 @@ require "strata/cli/stats"
 require "strata/dashboard/access"
 require "strata/dashboard/history"
 require "strata/dashboard/samples"
+require "strata/dashboard/vm_reports"
+require "strata/vm_watch"
 
 module Strata
   # The live page: a Rack app (plain Rack: any object with call(env)) that serves one HTML page,
   # its script and stylesheet (lib/strata/dashboard/assets, no CDN) and data.json, which the
   # page polls once a second: the host's figures (`strata stats`'s snapshot), the time series
   # this process keeps of them (History) and the top keys and tags the app processes sampled
-  # (Sampler, read back from L1 by Samples). docs/operations.md says what each chart shows.
+  # (Sampler, read back from L1 by Samples), and the VM watch's recent reports when it runs in
+  # the app's process (VMReports). docs/operations.md says what each chart shows.
   #
   #   # config/routes.rb, behind the app's own authentication:
   #   mount Strata::Dashboard.new(config: "config/strata.yml", authorize: ->(env) { admin?(env) }) => "/strata"
@@ -38,12 +41,15 @@ module Strata
     # :strata_store), a .rb or .yml file of them, or a Strata::CLI::Config. token: a secret
     # String (at least 16 bytes) that requests must carry; authorize: a callable given the Rack
     # env, true for a request the app has authenticated. interval: seconds between snapshots.
-    def initialize(config:, token: nil, authorize: nil, interval: INTERVAL)
+    # vm_watch: the VMWatch::Ring whose reports to show, or nil where none can be seen (`strata
+    # dashboard` runs in a process of its own, which no request passes through).
+    def initialize(config:, token: nil, authorize: nil, interval: INTERVAL, vm_watch: VMWatch.ring)
       @access = Access.new(token: token, authorize: authorize)
       @config = configuration(config)
       @stats = CLI::Stats.new(@config, out: nil)
       @l1 = @config.l1_path && CLI::L1Table.new(@config.l1_path)
       @interval = interval
+      @vm_watch = vm_watch
       @history = History.new
       @latest = nil
       @taken_at = nil
@@ -71,7 +77,8 @@ module Strata
     end
 
     # What data.json holds: {time:, interval:, stats: the latest snapshot, series: History#series,
-    # samples: Samples.read's or {error:}, or nil without L1}.
+    # samples: Samples.read's or {error:}, or nil without L1, vm_watch: {reports: VMReports.read's}
+    # or nil without a ring}.
     def data
       @lock.synchronize do
         now = Time.now.to_f
@@ -81,7 +88,7 @@ module Strata
           @latest = {time: snapshot[:time], interval: @interval, stats: snapshot, series: nil, samples: samples}
           @taken_at = now
         end
-        @latest.merge(series: @history.series)
+        @latest.merge(series: @history.series, vm_watch: @vm_watch && {reports: VMReports.read(@vm_watch)})
       end
     end
 

@@ -2,8 +2,10 @@
 
 require "test_helper"
 require "json"
+require "logger"
 require "net/http"
 require "open3"
+require "ostruct"
 require "rbconfig"
 require "securerandom"
 require "yaml"
@@ -23,6 +25,8 @@ class DashboardPageTest < Minitest::Test
   EXE = File.join(ROOT, "exe", "strata")
   TABLE_SIZE = 4 << 20
   TOKEN = "page-test-#{SecureRandom.hex(16)}"
+  # A request that invalidates the VM caches (as in test/vm_watch/middleware_test.rb).
+  PLANT = RubyVM.stat.key?(:class_serial) ? -> { OpenStruct.new(a: 1) } : -> { Object.new.extend(Comparable) }
 
   def setup
     @dir = private_tmpdir
@@ -34,7 +38,8 @@ class DashboardPageTest < Minitest::Test
     @sampler = Strata::Dashboard::Sampler.new(table: @store.stack[:l1], store_name: @store.class.name, every: 1)
     @sampler.subscribe
     # interval: 0, a snapshot (and a point of the series) per data.json request.
-    @app = Strata::Dashboard.new(config: @config, token: TOKEN, interval: 0)
+    @ring = Strata::VMWatch::Ring.new
+    @app = Strata::Dashboard.new(config: @config, token: TOKEN, interval: 0, vm_watch: @ring)
     @server = Strata::Dashboard::Server.new(@app, port: 0)
     @thread = Thread.new { @server.run }
   end
@@ -50,6 +55,7 @@ class DashboardPageTest < Minitest::Test
   def test_the_page_draws_its_charts_and_shows_the_figures_strata_stats_prints
     traffic_between_snapshots
     @sampler.publish
+    plant_a_vm_watch_report
 
     dom = Chromium.dump_dom(url("/?token=#{TOKEN}"))
     stats = strata_stats_json
@@ -74,6 +80,7 @@ class DashboardPageTest < Minitest::Test
     assert_equal %w[user/0 user/1 user/2 user/3], keys.sort
     assert_equal [["posts", "1"]], rows(dom, "top-invalidations")
     assert_equal 4, rows(dom, "top-fill-time").count { |key, _ms, fills| key.include?("user/") && fills == "1" }
+    assert_match(%r{<table id="vm-watch".*<td class="key">GET /plant</td>}m, dom)
   end
 
   def test_a_screenshot_of_the_page_is_a_png
@@ -115,6 +122,15 @@ class DashboardPageTest < Minitest::Test
     l1.keys.reject { |key| key.start_with?("\x00") }.each { |key| l1.delete(key) }
     4.times { |i| @store.read("user/#{i}") }
     data_json
+  end
+
+  def plant_a_vm_watch_report
+    app = lambda do |_env|
+      PLANT.call
+      [200, {}, []]
+    end
+    Strata::VMWatch.new(app, ring: @ring, logger: Logger.new(nil)).call("REQUEST_METHOD" => "GET", "SCRIPT_NAME" => "", "PATH_INFO" => "/plant")
+    assert_equal 1, @ring.to_a.size
   end
 
   def data_json

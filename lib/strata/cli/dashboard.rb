@@ -20,7 +20,7 @@ module Strata
       def self.run(argv, env: ENV, out: $stdout, err: $stderr, ready: nil)
         options = parse(argv, env)
         config = options[:config] ? Config.from_file(options[:config]) : Config.from_path(options[:path])
-        app = Strata::Dashboard.new(config: config, token: options[:token])
+        app = Strata::Dashboard.new(config: config, token: options[:token], vm_watch: nil)
         server = Strata::Dashboard::Server.new(app, bind: options[:bind], port: options[:port], log: err)
         out.puts("strata dashboard: http://#{options[:bind]}:#{server.port}/ (token required)")
         out.flush

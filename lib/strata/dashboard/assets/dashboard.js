@@ -1,6 +1,6 @@
 // The Strata dashboard page: polls data.json once a second and draws what it holds: the tiers'
 // figures (as `strata stats` prints them), line charts of the time series the dashboard keeps,
-// and the top keys and tags the app processes sampled. Plain DOM and SVG; every text from the
+// the top keys and tags the app processes sampled, and the VM watch's reports. Plain DOM and SVG; every text from the
 // server goes in through textContent, never as markup.
 "use strict";
 
@@ -197,6 +197,34 @@
     topTable("top-invalidations", samples.invalidations, [(n) => n], none);
   }
 
+  // ---- VM watch --------------------------------------------------------------------------------
+
+  // vmWatch: {reports: [...]}, newest first, or null where the dashboard runs outside the app.
+  function drawVMWatch(vmWatch) {
+    const body = document.querySelector("#vm-watch tbody");
+    body.replaceChildren();
+    const reports = vmWatch ? vmWatch.reports : [];
+    if (reports.length === 0) {
+      const row = el("tr");
+      row.appendChild(el("td", { colspan: 4, class: "empty" }, vmWatch
+        ? "no request has invalidated the VM caches (or Strata::VMWatch is not in the app's middleware)"
+        : "the VM watch reports only to a dashboard mounted in the app, where Strata::VMWatch runs"));
+      body.appendChild(row);
+      return;
+    }
+    reports.forEach((report) => {
+      const row = el("tr");
+      row.appendChild(el("td", {}, report.time));
+      row.appendChild(el("td", { class: "key" }, report.label));
+      row.appendChild(el("td", {}, Object.entries(report.deltas).map(([name, growth]) => name + " +" + growth).join(", ")));
+      const sites = el("td", { class: "key" });
+      if (report.sites.length === 0) sites.appendChild(el("span", { class: "empty" }, report.debug ? "not attributed" : "debug: false"));
+      report.sites.forEach((location) => sites.appendChild(el("div", {}, location)));
+      row.appendChild(sites);
+      body.appendChild(row);
+    });
+  }
+
   // ---- polling ---------------------------------------------------------------------------------
 
   function draw(data) {
@@ -210,6 +238,7 @@
     lineChart(document.getElementById("chart-store"), s.t, s.store,
       { empty: "no fills or waits counted yet (host counters need an L1 table)" });
     drawSamples(data.samples);
+    drawVMWatch(data.vm_watch);
   }
 
   function poll() {
