@@ -18,15 +18,18 @@ module Strata
       # Seconds of warmup and of measurement per cell (split over the rounds), and the most spent
       # settling it first. QUICK is a smoke test: its figures are rough, and cells that allocate
       # 25 KiB per call can still be in the allocator's page-fault phase.
-      # STANDARD is bin/bench's default, FULL its --full. STANDARD settles a cell up to 2 s: a cell
-      # stops settling as soon as its page faults stop, which most do at once, but the first pass
-      # of 25 KB writes through a fresh 128 MiB L1 table faults for about a second on these VMs.
+      # STANDARD is bin/bench's default, FULL its --full.
       QUICK = {warmup: 0.15, time: 0.4, settle: 0.4, rounds: 3}.freeze
-      STANDARD = {warmup: 0.2, time: 0.7, settle: 2.0, rounds: 5}.freeze
+      STANDARD = {warmup: 0.12, time: 0.6, settle: 0.5, rounds: 4}.freeze
       FULL = {warmup: 1.0, time: 2.5, settle: 5.0}.freeze
       # Seven: the median then survives three rounds caught in a slow spell, and Targets has seven
       # pairs of rounds to take the median ratio of. (Five survived two.)
       ROUNDS = 7
+      # The least a write case of 25 KiB values settles a cell (unless the run settles less than
+      # half a second: --quick), in seconds. A cell stops settling as soon as its page faults
+      # stop, but the first pass of 25 KiB writes through a fresh 128 MiB L1 table faults for
+      # about a second on these VMs; a long-lived host's table is past it.
+      LARGE_WRITE_SETTLE = 2.0
 
       # The cells of a case in the order round (0-based) measures them: as given, and reversed
       # every other round. The client CPU pass takes its turns in the same order.
@@ -61,7 +64,8 @@ module Strata
       # The Results of every store on kase, in the order of stores.
       def measure_case(kase, stores)
         cells = stores.map { |store_class| Cell.new(@env, kase, store_class) }
-        cells.each { |cell| cell.open(settle: @settle) }
+        settle = (kase.op == :write && kase.value_size >= 16_384 && @settle >= 0.5) ? [@settle, LARGE_WRITE_SETTLE].max : @settle
+        cells.each { |cell| cell.open(settle: settle) }
         @rounds.times do |round|
           Runner.round_order(cells, round).each do |cell|
             cell.measure_round(warmup: @warmup / @rounds, time: @time / @rounds)

@@ -18,7 +18,7 @@ module Strata
     # Goal: p99 at most TARGET_MS with the default poll interval.
     class CrossHostStaleness
       TARGET_MS = 100
-      DEFAULTS = {rounds: 200}.freeze
+      DEFAULTS = {rounds: 80}.freeze
       QUICK_ROUNDS = 20
       # Seconds B spins for one miss, or for its poller's first round, before the run fails.
       DEADLINE = 10

@@ -74,6 +74,9 @@ module Strata
       # the report is a smoke test there.
       QUICK_ROUNDS = 3
       QUICK_SETTLE = 0.1
+      # The default run's rounds: each costs a quarter second or more per store, and bin/bench
+      # stays under 5 minutes.
+      ROUNDS = 4
 
       # Runs `count` alternating benchmark-ips rounds of each block (name => callable taking an
       # iteration count), every other round in reverse order as the Runner does, and returns
@@ -114,7 +117,7 @@ module Strata
         @env = env
         @options = DEFAULTS.merge(options.slice(*DEFAULTS.keys))
         @options[:settle] = TagCost::QUICK_SETTLE if quick
-        @rounds = quick ? TagCost::QUICK_ROUNDS : Runner::ROUNDS
+        @rounds = quick ? TagCost::QUICK_ROUNDS : TagCost::ROUNDS
       end
 
       # A Hash for the JSON report (string keys); ::lines renders it.
@@ -184,7 +187,7 @@ module Strata
         @env = env
         @options = DEFAULTS.merge(options.slice(*DEFAULTS.keys))
         @options[:dependents] = QUICK_DEPENDENTS if quick && !options.key?(:dependents)
-        @rounds = quick ? TagCost::QUICK_ROUNDS : Runner::ROUNDS
+        @rounds = quick ? TagCost::QUICK_ROUNDS : TagCost::ROUNDS
       end
 
       # A Hash for the JSON report (string keys); ::lines renders it.
