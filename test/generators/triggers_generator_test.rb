@@ -1,7 +1,6 @@
 # frozen_string_literal: true
 
 require "test_helper"
-require "erb"
 require "pg"
 require "rbconfig"
 require "securerandom"
@@ -10,6 +9,7 @@ require "strata/dependencies"
 require "support/postgres_cluster"
 require "support/mariadb_server"
 require "support/invalidation_tables"
+require "support/triggers_migration"
 
 # The strata:triggers generator's migration (P5): a raw SQL change of a row, made over a plain
 # connection, gives the row's record tag and its table's collection tag new versions in the
@@ -18,14 +18,6 @@ require "support/invalidation_tables"
 # generator itself runs in a child Ruby.
 module TriggerMigrationCase
   ROOT = File.expand_path("../..", __dir__)
-  TEMPLATE = File.join(ROOT, "lib/generators/strata/triggers/templates/add_strata_triggers.rb.tt")
-
-  # What the template sees of the generator.
-  TemplateContext = Struct.new(:migration_class_name, :tables, :primary_key, :table_name) do
-    def render(template)
-      ERB.new(template, trim_mode: "-").result(binding)
-    end
-  end
 
   def setup
     @verbose = ActiveRecord::Migration.verbose
@@ -38,10 +30,8 @@ module TriggerMigrationCase
 
   # Runs the migration for tables (rendered from the template) up or down on Record's database.
   def migrate(tables, direction = :up, strata_table: @strata)
-    source = TemplateContext.new("AddStrataTriggers", tables, "id", strata_table).render(File.read(TEMPLATE))
-    namespace = Module.new
-    namespace.module_eval(source, "migration.rb")
-    self.class::Record.connection_pool.with_connection { |c| namespace::AddStrataTriggers.new.exec_migration(c, direction) }
+    migration = Strata::TestSupport::TriggersMigration.triggers_migration(tables, table_name: strata_table)
+    self.class::Record.connection_pool.with_connection { |c| migration.new.exec_migration(c, direction) }
   end
 
   def id(tag)

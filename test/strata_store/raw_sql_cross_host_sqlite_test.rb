@@ -1,9 +1,9 @@
 # frozen_string_literal: true
 
 require_relative "store_case"
-require "erb"
 require "securerandom"
 require "strata/tiers/sql"
+require "support/triggers_migration"
 require "support/child_processes"
 
 # P5 across hosts on SQLite: the strata:triggers migration on an SQLite file that two hosts
@@ -14,20 +14,12 @@ require "support/child_processes"
 class StrataStoreRawSqlCrossHostSQLiteTest < Strata::StoreCase
   include Strata::TestSupport::ChildProcesses
 
-  TEMPLATE = File.expand_path("../../lib/generators/strata/triggers/templates/add_strata_triggers.rb.tt", __dir__)
   # Seconds a host may take to see the change; seconds the child may take in all.
   BOUND = 10
   DEADLINE = 30
 
   class Record < ActiveRecord::Base
     self.abstract_class = true
-  end
-
-  # What the template sees of the generator.
-  TemplateContext = Struct.new(:migration_class_name, :tables, :primary_key, :table_name) do
-    def render(template)
-      ERB.new(template, trim_mode: "-").result(binding)
-    end
   end
 
   def setup
@@ -37,11 +29,7 @@ class StrataStoreRawSqlCrossHostSQLiteTest < Strata::StoreCase
     Record.connection_pool.with_connection do |c|
       c.execute("CREATE TABLE bugs (id INTEGER PRIMARY KEY, title TEXT)")
       c.execute("INSERT INTO bugs VALUES (42, 'crash'), (7, 'hang')")
-      verbose = ActiveRecord::Migration.verbose
-      ActiveRecord::Migration.verbose = false
-      migration.new.exec_migration(c, :up)
-    ensure
-      ActiveRecord::Migration.verbose = verbose
+      Strata::TestSupport::TriggersMigration.migrate_triggers(c, %w[bugs])
     end
   end
 
@@ -95,12 +83,5 @@ class StrataStoreRawSqlCrossHostSQLiteTest < Strata::StoreCase
     raise "host #{name}'s poller did not run" unless wait_until(BOUND) { cache.instance_variable_get(:@poller).last_seen }
 
     cache
-  end
-
-  def migration
-    source = TemplateContext.new("AddStrataTriggers", %w[bugs], "id", "strata_entries").render(File.read(TEMPLATE))
-    namespace = Module.new
-    namespace.module_eval(source, "migration.rb")
-    namespace::AddStrataTriggers
   end
 end

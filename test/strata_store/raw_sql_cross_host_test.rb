@@ -1,10 +1,10 @@
 # frozen_string_literal: true
 
 require_relative "store_case"
-require "erb"
 require "pg"
 require "securerandom"
 require "strata/tiers/sql"
+require "support/triggers_migration"
 require "support/postgres_cluster"
 
 # P5 across hosts: the strata:triggers migration on PostgreSQL, a raw UPDATE from a plain
@@ -12,18 +12,10 @@ require "support/postgres_cluster"
 # tagged with the row's tag: its poller reads the trigger's log row and the entry misses. In a
 # schema of the test's own on the shared server.
 class StrataStoreRawSqlCrossHostTest < Strata::StoreCase
-  TEMPLATE = File.expand_path("../../lib/generators/strata/triggers/templates/add_strata_triggers.rb.tt", __dir__)
   BOUND = 10
 
   class Record < ActiveRecord::Base
     self.abstract_class = true
-  end
-
-  # What the template sees of the generator.
-  TemplateContext = Struct.new(:migration_class_name, :tables, :primary_key, :table_name) do
-    def render(template)
-      ERB.new(template, trim_mode: "-").result(binding)
-    end
   end
 
   def setup
@@ -36,11 +28,7 @@ class StrataStoreRawSqlCrossHostTest < Strata::StoreCase
     Record.connection_pool.with_connection do |c|
       c.execute("CREATE TABLE bugs (id bigint PRIMARY KEY, title text)")
       c.execute("INSERT INTO bugs VALUES (42, 'crash')")
-      verbose = ActiveRecord::Migration.verbose
-      ActiveRecord::Migration.verbose = false
-      migration.new.exec_migration(c, :up)
-    ensure
-      ActiveRecord::Migration.verbose = verbose
+      Strata::TestSupport::TriggersMigration.migrate_triggers(c, %w[bugs])
     end
   end
 
@@ -63,14 +51,5 @@ class StrataStoreRawSqlCrossHostTest < Strata::StoreCase
     assert_nil cache.read("bugs"), "and the collection's"
   ensure
     connection&.close
-  end
-
-  private
-
-  def migration
-    source = TemplateContext.new("AddStrataTriggers", %w[bugs], "id", "strata_entries").render(File.read(TEMPLATE))
-    namespace = Module.new
-    namespace.module_eval(source, "migration.rb")
-    namespace::AddStrataTriggers
   end
 end
