@@ -69,6 +69,9 @@ module Strata
     FRESH = -1
     # Seconds the thread waits at a time, so that #stop ends it within about this long.
     WAIT_SLICE = 0.1
+    # Seconds after it is made that a poller that has never read the log does not report a
+    # missing Active Record connection (#booting?).
+    BOOT_GRACE = 60
 
     # The pollers started and not stopped, for #restart_after_fork. Each is held by its running
     # thread anyway.
@@ -136,6 +139,8 @@ module Strata
       @listener = nil
       @token = SecureRandom.bytes(16)
       @head_checked = nil
+      @booted_at = Clock.monotonic
+      @read_once = false
     end
 
     def start
@@ -203,7 +208,9 @@ module Strata
       end
 
       listening
-      poll
+      more = poll
+      @read_once = true
+      more
     end
 
     private
@@ -406,9 +413,27 @@ module Strata
     # As the poller's own kind of failure (tier :poller), so that an outage the poller meets
     # first still has the app's own failures told.
     def report(error)
-      @on_error&.call(error, :poller)
+      @on_error&.call(error, :poller) unless booting?(error)
     rescue
       nil # a reporter that fails must not end the thread
+    end
+
+    # Rails makes the cache store before Active Record connects, so a poller over the app's
+    # database (connection_class:) finds no connection pool in its first rounds: not a failure
+    # while it has never read the log, for BOOT_GRACE seconds; the next round tries again. The
+    # store's own reads and writes report a connection that never comes.
+    def booting?(error)
+      return false if @read_once || Clock.monotonic - @booted_at > BOOT_GRACE
+      return false unless defined?(ActiveRecord::ConnectionNotEstablished)
+
+      seen = error
+      # Bound: the error and at most 3 causes.
+      4.times do
+        return true if seen.is_a?(ActiveRecord::ConnectionNotEstablished)
+
+        seen = seen&.cause
+      end
+      false
     end
   end
 end
