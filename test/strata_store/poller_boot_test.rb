@@ -11,8 +11,15 @@ class StrataStorePollerBootTest < Strata::StoreCase
     self.abstract_class = true
   end
 
+  # Makes the cache tables in the app's database file before the app connects to it, so that
+  # the poller never meets a connection without them.
+  class SetupRecord < ActiveRecord::Base
+    self.abstract_class = true
+  end
+
   def teardown
     BootRecord.remove_connection
+    SetupRecord.remove_connection
   end
 
   def test_a_store_made_before_the_app_connects_reports_nothing_and_polls_once_connected
@@ -21,8 +28,10 @@ class StrataStorePollerBootTest < Strata::StoreCase
       poller = store.instance_variable_get(:@poller)
       assert_raises(Strata::Error, ActiveRecord::ConnectionNotEstablished) { poller.round }
 
-      BootRecord.establish_connection(adapter: "sqlite3", database: File.join(@tmpdir, "app.sqlite3"))
-      Strata::Tiers::SQL.create_table!(BootRecord)
+      database = {adapter: "sqlite3", database: File.join(@tmpdir, "app.sqlite3")}
+      SetupRecord.establish_connection(database)
+      Strata::Tiers::SQL.create_table!(SetupRecord)
+      BootRecord.establish_connection(database)
       assert wait_until { poller.last_seen }, "the poller reads the log once the app has connected"
     end
 
