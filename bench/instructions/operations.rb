@@ -156,23 +156,16 @@ module Strata
 
         # StrataStore#write of a 30 B value over a present key, L1 alone: a write's own work
         # (the entry's bytes, the table's set and its read-back, the host counters).
-        class WriteL1 < Operation
-          def initialize(env, name)
-            super
-            @target = ActiveSupport::Cache::StrataStore.new(l1: l1_options, **QUIET)
-            @target.write(@key, VALUE)
-          end
-
+        class WriteL1 < FetchHitL1
           def call
             @target.write(@key, VALUE)
           end
         end
 
         # StrataStore#read of a key no tier holds, L1 alone: what a miss costs before any fill.
-        class ReadMissL1 < Operation
+        class ReadMissL1 < FetchHitL1
           def initialize(env, name)
             super
-            @target = ActiveSupport::Cache::StrataStore.new(l1: l1_options, **QUIET)
             @absent = "#{@key}:absent"
           end
 
