@@ -18,6 +18,7 @@
 
 struct region_header {
     uint64_t unslotted;
+    uint64_t polled_until;
 };
 
 struct slot {
@@ -140,6 +141,16 @@ void strata_counter_release(uint8_t *base, uint32_t slot, pid_t pid)
     uint64_t mine = (uint64_t)pid;
     if (slot >= STRATA_COUNTER_SLOTS) return;
     __atomic_compare_exchange_n(&slot_at(base, slot)->owner, &mine, 0, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+}
+
+uint64_t strata_polled_until(const uint8_t *base)
+{
+    return __atomic_load_n(&((const struct region_header *)base)->polled_until, __ATOMIC_ACQUIRE);
+}
+
+void strata_polled_until_set(uint8_t *base, uint64_t until_ms)
+{
+    __atomic_store_n(&((struct region_header *)base)->polled_until, until_ms, __ATOMIC_RELEASE);
 }
 
 void strata_counter_sum(const uint8_t *base, strata_counter_totals *out)

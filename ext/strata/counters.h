@@ -18,6 +18,10 @@
  *   offset 0       region header, 4096 bytes:
  *                    u64 unslotted   processes that found no free slot (atomic add); their
  *                                    counts are kept per process and missing from the sums
+ *                    u64 polled_until  not a count: until when (unix ms, CLOCK_REALTIME) the
+ *                                    host's poller vouches for the table's POLLED items
+ *                                    (table.h, POLLED ITEMS); 0 = never (a file from a build
+ *                                    before it, whose bytes here were zero, vouches for none)
  *                    the rest is zero
  *   offset 4096    STRATA_COUNTER_SLOTS slots of STRATA_COUNTER_SLOT_BYTES (1024), each:
  *                    u64 owner       pid of the process that claimed it; 0 = never claimed or
@@ -194,5 +198,10 @@ void strata_counter_release(uint8_t *base, uint32_t slot, pid_t pid);
 /* Sum every slot of the region at base into *out. O(slots x counters) loads and one kill(2)
  * per owned slot. Lock-free; approximate while owners add. */
 void strata_counter_sum(const uint8_t *base, strata_counter_totals *out);
+
+/* The region header's polled_until (see REGION LAYOUT): one atomic load or store, any process,
+ * no lock. The last store wins; a reader may see either side of a store in flight. */
+uint64_t strata_polled_until(const uint8_t *base);
+void strata_polled_until_set(uint8_t *base, uint64_t until_ms);
 
 #endif /* STRATA_COUNTERS_H */

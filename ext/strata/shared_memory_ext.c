@@ -289,7 +289,8 @@ static strata_status shm_write(shm *s, strata_write_req *req)
 }
 
 /* set/add/cas: true when stored, false when not stored or the lock timed out. */
-static VALUE shm_store(VALUE self, strata_op op, VALUE key, VALUE value, uint64_t ttl_ms, uint64_t cas)
+static VALUE shm_store(VALUE self, strata_op op, VALUE key, VALUE value, uint64_t ttl_ms, uint64_t cas,
+                       unsigned flags)
 {
     shm *s = shm_open_handle(self);
     strata_write_req req = {0};
@@ -302,6 +303,7 @@ static VALUE shm_store(VALUE self, strata_op op, VALUE key, VALUE value, uint64_
     req.key_len = (size_t)RSTRING_LEN(key);
     req.ttl_ms = ttl_ms;
     req.cas = cas;
+    req.flags = flags;
     st = shm_write(s, &req);
     count_l1_write(s, RSTRING_PTR(key), st);
     RB_GC_GUARD(key);
@@ -324,7 +326,7 @@ static VALUE shm_set(int argc, VALUE *argv, VALUE self)
 {
     VALUE args[2], opts;
     store_args(argc, argv, 2, args, &opts);
-    return shm_store(self, STRATA_OP_SET, args[0], args[1], ttl_kw(opts), 0);
+    return shm_store(self, STRATA_OP_SET, args[0], args[1], ttl_kw(opts), 0, 0);
 }
 
 /* add(key, bytes, ttl: nil) */
@@ -332,7 +334,7 @@ static VALUE shm_add(int argc, VALUE *argv, VALUE self)
 {
     VALUE args[2], opts;
     store_args(argc, argv, 2, args, &opts);
-    return shm_store(self, STRATA_OP_ADD, args[0], args[1], ttl_kw(opts), 0);
+    return shm_store(self, STRATA_OP_ADD, args[0], args[1], ttl_kw(opts), 0, 0);
 }
 
 /* cas(key, bytes, token, ttl: nil) */
@@ -342,7 +344,33 @@ static VALUE shm_cas(int argc, VALUE *argv, VALUE self)
     uint64_t ttl;
     store_args(argc, argv, 3, args, &opts);
     ttl = ttl_kw(opts);
-    return shm_store(self, STRATA_OP_CAS, args[0], args[1], ttl, u64_of(args[2], "token"));
+    return shm_store(self, STRATA_OP_CAS, args[0], args[1], ttl, u64_of(args[2], "token"), 0);
+}
+
+/* set_polled(key, bytes, ttl) and add_polled(key, bytes, ttl): set and add of an item that is
+ * live only while the host's poller vouches for the table (table.h, POLLED ITEMS); ttl in
+ * seconds as set's, positional. For Strata::Dependencies' copies of tag versions. */
+static VALUE shm_set_polled(VALUE self, VALUE key, VALUE value, VALUE ttl)
+{
+    return shm_store(self, STRATA_OP_SET, key, value, ttl_ms_of(ttl), 0, STRATA_ITEM_POLLED);
+}
+
+static VALUE shm_add_polled(VALUE self, VALUE key, VALUE value, VALUE ttl)
+{
+    return shm_store(self, STRATA_OP_ADD, key, value, ttl_ms_of(ttl), 0, STRATA_ITEM_POLLED);
+}
+
+/* polled_until: until when (unix ms) the poller vouches for POLLED items; 0 = never. */
+static VALUE shm_polled_until(VALUE self)
+{
+    return ULL2NUM(strata_polled_until_get(shm_open_handle(self)->t));
+}
+
+/* polled_until=(ms): the poller's vouch (any Integer >= 0). */
+static VALUE shm_set_polled_until(VALUE self, VALUE ms)
+{
+    strata_polled_until_put(shm_open_handle(self)->t, u64_of(ms, "polled_until"));
+    return ms;
 }
 
 /* delete(key): true if a live entry was removed. When the shard lock can't be taken the table
@@ -858,6 +886,10 @@ void strata_init_shared_memory(void)
     rb_define_method(c, "add", shm_add, -1);
     rb_define_method(c, "cas", shm_cas, -1);
     rb_define_method(c, "delete", shm_delete, 1);
+    rb_define_method(c, "set_polled", shm_set_polled, 3);
+    rb_define_method(c, "add_polled", shm_add_polled, 3);
+    rb_define_method(c, "polled_until", shm_polled_until, 0);
+    rb_define_method(c, "polled_until=", shm_set_polled_until, 1);
     rb_define_method(c, "incr", shm_incr, -1);
     rb_define_method(c, "decr", shm_decr, -1);
     rb_define_method(c, "check_stamps", shm_check_stamps, 1);

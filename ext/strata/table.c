@@ -30,9 +30,11 @@
 /* ------------------------------------------------------------------------------------------ */
 
 #define MAGIC 0x314C415441525453ULL /* "STRATAL1" read as a little-endian u64 */
-#define LAYOUT_VERSION 4u /* 2: the bucket word (seq | fence mask), the shard fenced count;
+#define LAYOUT_VERSION 5u /* 2: the bucket word (seq | fence mask), the shard fenced count;
                             * 3: fenced is 64 bits, the shard's fence log;
-                            * 4: the host's counters region (counters.h) before the index */
+                            * 4: the host's counters region (counters.h) before the index;
+                            * 5: POLLED items (an item flag an older build would ignore) and
+                            *    the counters region's polled_until */
 #define HEADER_BYTES 4096u
 #define CTL_BYTES 128u
 #define BUCKET_BYTES 64u
@@ -211,6 +213,18 @@ static inline int is_expired(uint64_t expires_ms, uint64_t *now)
     if (expires_ms == 0) return 0;
     if (*now == 0) *now = now_ms();
     return *now >= expires_ms;
+}
+
+static uint64_t polled_until_load(const strata_table *t);
+
+/* Whether an item reads as absent: expired, or STRATA_ITEM_POLLED while the host's poller does
+ * not vouch for the table (table.h, POLLED ITEMS). Every liveness test of an item goes here. */
+static inline int item_dead(const strata_table *t, const struct item_hdr *h, uint64_t *now)
+{
+    if (is_expired(h->expires_ms, now)) return 1;
+    if (!(h->flags & STRATA_ITEM_POLLED)) return 0;
+    if (*now == 0) *now = now_ms();
+    return *now >= polled_until_load(t);
 }
 
 static inline void cpu_relax(void)
@@ -651,7 +665,7 @@ get_located(strata_table *t, const void *key, size_t key_len, keyref k, const st
             if (p == NULL || h.key_len != key_len || memcmp(p + ITEM_HDR, key, key_len) != 0) continue;
             seen = w;
             at = i;
-            if (is_expired(h.expires_ms, now)) {
+            if (item_dead(t, &h, now)) {
                 outcome = READ_EXPIRED;
                 break;
             }
@@ -841,7 +855,7 @@ static int slot_choose(const strata_table *t, uint32_t s, const cursor *c, const
         uint64_t off, seg;
 
         if (slot_loc(w) == 0) return i;
-        if (item_at(t, s, slot_loc(w), &h, &ext) == NULL || is_expired(h.expires_ms, now)) return i;
+        if (item_at(t, s, slot_loc(w), &h, &ext) == NULL || item_dead(t, &h, now)) return i;
         off = (uint64_t)(slot_loc(w) - 1) * 8;
         seg = off / seg_size;
         score = ((c->active + nseg - seg) % nseg) * seg_size + (seg_size - off % seg_size);
@@ -890,7 +904,7 @@ static uint32_t segment_compact(strata_table *t, uint32_t s, uint32_t seg, uint6
         i = k.shard == s ? slot_pointing_at(b, loc) : -1;
         if (i >= 0) {
             uint64_t w = slot_load(b, i);
-            if (is_expired(h.expires_ms, &now)) {
+            if (item_dead(t, &h, &now)) {
                 slot_publish(b, i, 0);
                 COUNT(t, expired);
             } else if ((w & SLOT_REF) && (wr - SEG_HDR) + ext <= budget) {
@@ -956,7 +970,7 @@ static void ensure_space(strata_table *t, uint32_t s, cursor *c, uint64_t need)
  * over the value as copied there (still in cache), not over the caller's separate parts. */
 static uint32_t item_append(strata_table *t, uint32_t s, cursor *c, const keyref *k, const void *key,
                             size_t key_len, const void *head, size_t head_len, const void *value,
-                            size_t value_len, uint64_t expires_ms)
+                            size_t value_len, uint64_t expires_ms, uint8_t flags)
 {
     struct seg_hdr *sh = seg_of(t, s, c->active);
     uint32_t at = c->fill;
@@ -969,6 +983,7 @@ static uint32_t item_append(strata_table *t, uint32_t s, cursor *c, const keyref
     h.expires_ms = expires_ms;
     h.cas = next_cas(ctl_of(t, s));
     h.key_len = (uint16_t)key_len;
+    h.flags = flags;
     memcpy(p + ITEM_HDR, key, key_len);
     if (head_len) memcpy(v, head, head_len);
     if (value_len) memcpy(v + head_len, value, value_len);
@@ -1024,7 +1039,7 @@ static strata_status op_store(strata_table *t, const keyref *k, cursor *c, strat
 
     ensure_space(t, k->shard, c, align8(ITEM_HDR + r->key_len + r->head_len + r->value_len));
     i = slot_find(t, k, b, r->key, r->key_len, &h, &item);
-    live = i >= 0 && !is_expired(h.expires_ms, &now);
+    live = i >= 0 && !item_dead(t, &h, &now);
     if (r->op == STRATA_OP_ADD && live) return STRATA_NOT_STORED;
     if (r->op == STRATA_OP_CAS && (!live || h.cas != r->cas)) return STRATA_NOT_STORED;
     if (i < 0) i = slot_choose(t, k->shard, c, b, &now, &evicts);
@@ -1033,7 +1048,8 @@ static strata_status op_store(strata_table *t, const keyref *k, cursor *c, strat
         COUNT_HOST(t, STRATA_ROW_L1, STRATA_TC_EVICTIONS);
     }
     slot_publish(b, i, make_slot(item_append(t, k->shard, c, k, r->key, r->key_len, r->head, r->head_len, r->value,
-                                             r->value_len, expiry_for(r->ttl_ms)),
+                                             r->value_len, expiry_for(r->ttl_ms),
+                                             (uint8_t)(r->flags & STRATA_ITEM_POLLED)),
                                  k->tag));
     COUNT(t, sets);
     return STRATA_OK;
@@ -1049,7 +1065,7 @@ static strata_status op_delete(strata_table *t, const keyref *k, strata_write_re
 
     if (i < 0) return STRATA_NOT_FOUND;
     slot_publish(b, i, 0);
-    if (is_expired(h.expires_ms, &now)) {
+    if (item_dead(t, &h, &now)) {
         COUNT(t, expired);
         return STRATA_NOT_FOUND;
     }
@@ -1070,7 +1086,7 @@ static strata_status op_counter(strata_table *t, const keyref *k, cursor *c, str
 
     ensure_space(t, k->shard, c, align8(ITEM_HDR + r->key_len + sizeof digits));
     i = slot_find(t, k, b, r->key, r->key_len, &h, &item);
-    if (i < 0 || is_expired(h.expires_ms, &now)) {
+    if (i < 0 || item_dead(t, &h, &now)) {
         if (!r->has_initial) return STRATA_NOT_FOUND;
         value = r->initial;
         expires = expiry_for(r->ttl_ms);
@@ -1088,7 +1104,7 @@ static strata_status op_counter(strata_table *t, const keyref *k, cursor *c, str
         COUNT_HOST(t, STRATA_ROW_L1, STRATA_TC_EVICTIONS);
     }
     n = format_u64(value, digits);
-    slot_publish(b, i, make_slot(item_append(t, k->shard, c, k, r->key, r->key_len, NULL, 0, digits, n, expires),
+    slot_publish(b, i, make_slot(item_append(t, k->shard, c, k, r->key, r->key_len, NULL, 0, digits, n, expires, 0),
                                  k->tag));
     r->result = value;
     COUNT(t, sets);
@@ -1120,7 +1136,7 @@ static int key_live_unlocked(strata_table *t, const keyref *k, const void *key, 
     const uint8_t *item;
     uint64_t now = 0;
     int i = slot_find(t, k, bucket_of(t, k->shard, k->bucket), key, key_len, &h, &item);
-    return i >= 0 && !is_expired(h.expires_ms, &now);
+    return i >= 0 && !item_dead(t, &h, &now);
 }
 
 #ifdef STRATA_TEST_HOOKS
@@ -1199,7 +1215,7 @@ strata_status strata_cleanup(strata_table *t, uint64_t *removed)
                 if (slot_loc(w) == 0) continue;
                 if (item_at(t, s, slot_loc(w), &h, &ext) == NULL) {
                     slot_publish(b, j, 0); /* points at nothing valid */
-                } else if (is_expired(h.expires_ms, &now)) {
+                } else if (item_dead(t, &h, &now)) {
                     slot_publish(b, j, 0);
                     count++;
                 }
@@ -1258,7 +1274,7 @@ void strata_keys(strata_table *t, void (*each)(void *ctx, const void *key, size_
                     struct item_hdr h;
                     const uint8_t *p = item_at(t, s, slot_loc(w), &h, &ext);
                     keyref k;
-                    if (p == NULL || (seq & fence_bit(slot_tag(w))) || is_expired(h.expires_ms, &now)) continue;
+                    if (p == NULL || (seq & fence_bit(slot_tag(w))) || item_dead(t, &h, &now)) continue;
                     /* As strata_get would: the key belongs where it was found (shard, bucket,
                      * tag) and the item's checksum holds, so damaged bytes are no key. */
                     memcpy(keys[n], p + ITEM_HDR, h.key_len);
@@ -1303,7 +1319,7 @@ void strata_stats_get(strata_table *t, strata_stats *out)
                 uint64_t w = slot_load(b, j), ext;
                 struct item_hdr h;
                 if (item_at(t, s, slot_loc(w), &h, &ext) && !(fences & fence_bit(slot_tag(w))) &&
-                    !is_expired(h.expires_ms, &now))
+                    !item_dead(t, &h, &now))
                     entries++;
             }
         }
@@ -1355,6 +1371,12 @@ static uint64_t *counters_claim(strata_table *t)
     if (words != t->proc->unslotted) strata_counter_release(counters_region(t), slot, getpid());
     return expected;
 }
+
+static uint64_t polled_until_load(const strata_table *t) { return strata_polled_until(counters_region(t)); }
+
+uint64_t strata_polled_until_get(const strata_table *t) { return polled_until_load(t); }
+
+void strata_polled_until_put(strata_table *t, uint64_t until_ms) { strata_polled_until_set(counters_region(t), until_ms); }
 
 uint64_t *strata_counter_words(strata_table *t)
 {

@@ -55,7 +55,7 @@
  *                       the header, 0 = never used; 4 bytes unused; u64 started_ms, see below)
  *                       followed by items, 8-byte aligned, written like a log:
  *                         u32 value_len  u32 checksum  u64 expires_at_ms (unix ms, 0 = never)
- *                         u32 cas        u16 key_len   u8 flags (0)       u8 unused
+ *                         u32 cas        u16 key_len   u8 flags           u8 unused
  *                         key bytes, value bytes, zero padding to 8
  *                       checksum = low 32 bits of a hash over the key hash, the header fields
  *                       (except checksum) and the value.
@@ -142,6 +142,23 @@
  *             as is.
  *     death:  a writer that dies leaves the old time or the new one (one aligned store); the
  *             recovering writer's drop zeroes them with the fills.
+ *
+ * POLLED ITEMS
+ *   flags is 0 or STRATA_ITEM_POLLED, set by the write that stores the item (strata_write_req's
+ *   flags) and covered by its checksum. A POLLED item is a copy that the host's poller keeps
+ *   current (Ruby's Strata::Poller drops it when another host changes what it copies): it is
+ *   live only while its own expiry has not passed AND the clock is before polled_until, a word
+ *   of the counters region's header (counters.h) that the poller's election holder sets after
+ *   every round that read the whole log (strata_polled_until_put). When the poller stops
+ *   (its process stopped, the database down), every POLLED item reads as absent once that time
+ *   passes, in every process at once, and writers treat it as expired (add replaces it,
+ *   compaction drops it); a later vouch makes those not yet dropped live again, which is right:
+ *   the round that vouches has applied every change before it began. The word is read once per
+ *   liveness test of a POLLED item (one atomic load of a line written at most once a round);
+ *   other items never read it. Cost: the clock, which the item's expiry reads anyway.
+ *   stale: a reader may see the word from just before a store; a vouch is always for a time
+ *   later than the round's start, so what that costs is a POLLED item read as live up to one
+ *   round longer than a strict reading would allow, never beyond the last vouch's deadline.
  *
  * EVICTION AND SIZING
  *   A shard's segments form a ring. Writes append to the active segment. When an item does not
@@ -451,7 +468,12 @@ typedef struct strata_write_req {
     uint64_t initial;  /* INCR/DECR: stored when absent and has_initial */
     int has_initial;
     uint64_t result;   /* out, INCR/DECR: the new value */
+    unsigned flags;    /* SET, ADD, CAS: STRATA_ITEM_POLLED or 0 (POLLED ITEMS); INCR/DECR
+                        * store 0 */
 } strata_write_req;
+
+/* An item that is live only while the host's poller vouches for the table (POLLED ITEMS). */
+#define STRATA_ITEM_POLLED 0x01u
 
 /*
  * Apply one write under the key's shard lock.
@@ -518,6 +540,11 @@ uint64_t *strata_counter_words(strata_table *t);
 struct strata_counter_totals;
 /* Every slot's counters summed (strata_counter_sum). Claims nothing. */
 void strata_counter_totals_get(strata_table *t, struct strata_counter_totals *out);
+
+/* The counters region's polled_until (POLLED ITEMS; counters.h): until when (unix ms) POLLED
+ * items are live, and its store. Lock-free, any process; the last store wins. */
+uint64_t strata_polled_until_get(const strata_table *t);
+void strata_polled_until_put(strata_table *t, uint64_t until_ms);
 
 /* Which shard key belongs to. */
 uint32_t strata_shard_for(const strata_table *t, const void *key, size_t key_len);

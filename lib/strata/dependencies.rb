@@ -19,7 +19,8 @@ module Strata
   # stack's own tiers. The bottom tier is the authority (the SQL tier when there is one, durable;
   # else memcached; else L1); the tiers above cache it. The host tier's copies live at most
   # coherence_interval seconds when there are tiers below it, so a host that missed another
-  # host's bump (it bumped its own L1 only) reads the authority again at most that often. In the
+  # host's bump (it bumped its own L1 only) reads the authority again at most that often; with a
+  # poller that keeps them current (polled:), while it vouches for them instead (#host_write). In the
   # SQL tier versions share the entries table: its max_size/max_age expiry may drop one, which
   # only costs misses (above). Tag ids are 62 bits of the tag's SHA-256: two tags that collide
   # share a version, so invalidating one invalidates the other too, never less. Ids and versions
@@ -39,6 +40,9 @@ module Strata
     # Seconds the host tier keeps a copy of a version when tiers below it hold the authority.
     DEFAULT_COHERENCE_INTERVAL = 1.0
     VERSION_BYTES = 8
+    # Seconds a polled copy of a version lives at most (#host_write): a bound on the room copies
+    # of tags no longer used take, not on staleness, which the poller's vouch bounds.
+    POLLED_TTL = 3600
     # Version keys are kept per tag id, up to this many (then forgotten all at once): making one
     # costs more than the L1 lookup it is for.
     KEY_CACHE_SIZE = 4096
@@ -51,7 +55,9 @@ module Strata
 
     # tiers and names: the stack's, top first. on_error: as Stack's (error, tier_name).
     # coherence_interval: seconds (> 0) a tier above the bottom keeps a version copied from below.
-    def initialize(tiers, names, on_error: nil, coherence_interval: DEFAULT_COHERENCE_INTERVAL)
+    # polled: whether a poller (Strata::Poller) keeps this host's copies current; the host tier's
+    #   copies then live while it vouches for them (#host_write), not coherence_interval.
+    def initialize(tiers, names, on_error: nil, coherence_interval: DEFAULT_COHERENCE_INTERVAL, polled: false)
       unless coherence_interval.is_a?(Numeric) && coherence_interval > 0
         raise ArgumentError, "coherence_interval must be a number of seconds > 0, got #{coherence_interval.inspect}"
       end
@@ -65,6 +71,10 @@ module Strata
       # could neither set nor drop memcached's copy is not hidden behind it for good.
       @ttls = tiers.each_index.map { |index| (index < bottom) ? coherence_interval.to_f : nil }.freeze
       @host_index = tiers.index { |tier| tier.capabilities[:host] }
+      @coherence_interval = coherence_interval.to_f
+      # The host tier when a poller keeps its copies current and it can keep polled copies.
+      @polled = tiers[@host_index] if polled && @host_index && @host_index < bottom &&
+        tiers[@host_index].respond_to?(:set_polled)
       # The top tier when it is the host tier and checks an entry's stamps itself (L1:
       # SharedMemory#check_stamps, one C call that makes no object): #current?'s fast path.
       @checker = tiers[0] if @host_index == 0 && tiers[0].respond_to?(:check_stamps)
@@ -72,6 +82,8 @@ module Strata
       # GVL, and a key lost to a concurrent clear is only made again.
       @keys = {}
     end
+
+    attr_reader :coherence_interval
 
     # The reserved key holding the version of tag id.
     def version_key(id)
@@ -139,7 +151,7 @@ module Strata
       (@tiers.size - 1).downto(0) do |index|
         fresh.each do |key, bytes|
           stored = begin
-            @tiers[index].set(key, bytes, ttl: @ttls[index])
+            host_write(:set, index, key, bytes)
           rescue TierError => error
             failed(error, index)
             false
@@ -159,7 +171,7 @@ module Strata
       key = version_key(id)
       return dropped?(key, @host_index) unless version
 
-      @tiers[@host_index].set(key, [version].pack(PACK), ttl: @ttls[@host_index]) || dropped?(key, @host_index)
+      host_write(:set, @host_index, key, [version].pack(PACK)) || dropped?(key, @host_index)
     rescue TierError => error
       failed(error, @host_index)
       dropped?(key, @host_index)
@@ -251,7 +263,7 @@ module Strata
       return if index == 0
 
       index.times do |above|
-        @tiers[above].add(key, bytes, ttl: @ttls[above])
+        host_write(:add, above, key, bytes)
       rescue TierError => error
         failed(error, above)
       end
@@ -274,7 +286,7 @@ module Strata
         tier = @tiers[index]
         unless settled
           added = begin
-            tier.add(key, bytes, ttl: @ttls[index])
+            host_write(:add, index, key, bytes)
           rescue TierError => error
             failed(error, index)
             next
@@ -292,12 +304,28 @@ module Strata
           next
         end
         begin
-          tier.add(key, bytes, ttl: @ttls[index])
+          host_write(:add, index, key, bytes)
         rescue TierError => error
           failed(error, index)
         end
       end
       bytes.unpack1(PACK)
+    end
+
+    # set or add (operation) of a version's bytes to the tier at index, with that tier's TTL. The
+    # host tier's copy, when a poller keeps it current and vouches for the table now, is a
+    # polled one (table.h, POLLED ITEMS): it lives while the poller goes on vouching (each
+    # round that read the whole log vouches for coherence_interval past its start), up to
+    # POLLED_TTL, instead of lapsing every coherence_interval. When the poller has stopped
+    # vouching (its process stopped, the database down) polled copies read as absent, and new
+    # copies are plain ones that lapse after coherence_interval, as without a poller.
+    def host_write(operation, index, key, bytes)
+      tier = @tiers[index]
+      if tier.equal?(@polled) && tier.polled_until > Entry.now
+        (operation == :set) ? tier.set_polled(key, bytes, POLLED_TTL) : tier.add_polled(key, bytes, POLLED_TTL)
+      else
+        (operation == :set) ? tier.set(key, bytes, ttl: @ttls[index]) : tier.add(key, bytes, ttl: @ttls[index])
+      end
     end
 
     # A version's value, or nil when the bytes under key are not one (then dropped, so that a

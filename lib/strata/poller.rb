@@ -141,6 +141,9 @@ module Strata
       @head_checked = nil
       @booted_at = Clock.monotonic
       @read_once = false
+      # Milliseconds a round vouches for the host tier's polled copies (#vouch); nil when it
+      # keeps none.
+      @vouch_ms = (dependencies.coherence_interval * 1000).floor if host.respond_to?(:polled_until=)
     end
 
     def start
@@ -313,7 +316,17 @@ module Strata
       apply(rows)
       seq = track_gaps(rows, seq, gaps, now)
       write_state(seq, now, gaps)
-      rows.size >= PAGES_PER_ROUND * Tiers::SQL::LogStatements::PAGE
+      more = rows.size >= PAGES_PER_ROUND * Tiers::SQL::LogStatements::PAGE
+      vouch(now) unless more
+      more
+    end
+
+    # Every change committed before now (when this round began to read the log) has been
+    # applied to L1: its polled copies of tag versions (Dependencies#host_write; table.h, POLLED
+    # ITEMS) are good until coherence_interval after it. A round that fails, or leaves rows for
+    # the next, vouches for nothing; when no round vouches any more, they lapse.
+    def vouch(now)
+      @host.polled_until = now + @vouch_ms if @vouch_ms
     end
 
     # Clears L1 (unless it was fresh) and goes on from RESYNC_WINDOW rows before the log's

@@ -42,6 +42,7 @@ module Strata
     # on_error: called as on_error.call(error, tier_name) for each tier failure; nil ignores them.
     # fill_wait: seconds a read-through waits for another caller's fill (0: no single-flight).
     # coherence_interval: seconds the host tier keeps a tag version read from below (Dependencies).
+    # polled: whether a poller keeps the host tier's copies of tag versions current (Dependencies).
     # on_stamps: called as on_stamps.call(key, bytes) with each current stamped entry read
     #   (Entry.stamp_words(bytes) gives its stamps; left to the callee, which mostly needs none).
     # host_ttl: seconds (> 0) the host tier keeps an entry at most, whatever its TTL; nil: no
@@ -51,7 +52,8 @@ module Strata
     # counters: a Strata::Counters: each tier with a Tier#counter_row counts its figures there
     #   (and the stack its failures), and the read-through its waits and stale hits; nil: none.
     def initialize(tiers, on_error: nil, fill_wait: DEFAULT_FILL_WAIT,
-      coherence_interval: Dependencies::DEFAULT_COHERENCE_INTERVAL, on_stamps: nil, host_ttl: nil, counters: nil)
+      coherence_interval: Dependencies::DEFAULT_COHERENCE_INTERVAL, polled: false, on_stamps: nil, host_ttl: nil,
+      counters: nil)
       raise ArgumentError, "a stack needs at least one tier" if tiers.empty?
       raise ArgumentError, "fill_wait must be a number of seconds >= 0" unless fill_wait.is_a?(Numeric) && fill_wait >= 0
 
@@ -68,7 +70,8 @@ module Strata
       @unfenced_below_lease = below_lease.reject { |index| @tiers[index].capabilities[:tombstones] }.freeze
       @on_stamps = on_stamps
       @counter_rows = counter_rows(counters)
-      @dependencies = Dependencies.new(@tiers, @names, on_error: on_error, coherence_interval: coherence_interval)
+      @dependencies = Dependencies.new(@tiers, @names, on_error: on_error, coherence_interval: coherence_interval,
+        polled: polled)
       if host_ttl && !(host_ttl.is_a?(Numeric) && host_ttl > 0)
         raise ArgumentError, "host_ttl must be nil or a number of seconds > 0, got #{host_ttl.inspect}"
       end

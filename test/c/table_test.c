@@ -214,6 +214,67 @@ static void test_expiry(void)
     strata_close(t);
 }
 
+static strata_status put_polled(strata_table *t, strata_op op, const char *key, const char *v)
+{
+    strata_write_req r;
+    memset(&r, 0, sizeof r);
+    r.op = op;
+    r.key = key;
+    r.key_len = strlen(key);
+    r.value = v;
+    r.value_len = strlen(v);
+    r.ttl_ms = 600000;
+    r.flags = STRATA_ITEM_POLLED;
+    return strata_write(t, &r, 1);
+}
+
+static uint64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* POLLED items (table.h): live only while polled_until is ahead of the clock; the rest never
+ * look at it. A second handle on the file sees the same vouch. */
+static void test_polled_items(void)
+{
+    strata_table *t = open_table("polled.l1", opts_of(4u << 20)), *u;
+    uint64_t removed = 0;
+    REQUIRE(t);
+    u = open_table("polled.l1", opts_of(4u << 20));
+    REQUIRE(u);
+    CHECK(strata_polled_until_get(t) == 0); /* a new file vouches for nothing */
+    CHECK(put_polled(t, STRATA_OP_SET, "copy", "v1") == STRATA_OK);
+    CHECK(put(t, STRATA_OP_SET, "plain", "p", 1, 0, 0) == STRATA_OK);
+    CHECK(get_is(t, "copy", NULL));
+    CHECK(get_is(t, "plain", "p"));
+
+    strata_polled_until_put(u, wall_ms() + 60000);
+    CHECK(strata_polled_until_get(t) == strata_polled_until_get(u));
+    CHECK(get_is(t, "copy", "v1"));
+    CHECK(get_is(u, "copy", "v1"));
+    CHECK(put_polled(t, STRATA_OP_ADD, "copy", "v2") == STRATA_NOT_STORED); /* live: add loses */
+
+    strata_polled_until_put(u, wall_ms() - 1); /* the vouch lapsed */
+    CHECK(get_is(t, "copy", NULL));
+    CHECK(get_is(u, "copy", NULL));
+    CHECK(get_is(t, "plain", "p"));
+    CHECK(put_polled(t, STRATA_OP_ADD, "copy", "v3") == STRATA_OK); /* dead: add replaces */
+    CHECK(get_is(t, "copy", NULL));
+
+    strata_polled_until_put(t, wall_ms() + 60000);
+    CHECK(get_is(u, "copy", "v3"));
+    strata_polled_until_put(t, 1);
+    CHECK(strata_cleanup(t, &removed) == STRATA_OK);
+    CHECK(removed == 1); /* the dead copy, not "plain" */
+    strata_polled_until_put(t, wall_ms() + 60000);
+    CHECK(get_is(t, "copy", NULL));
+    CHECK(get_is(t, "plain", "p"));
+    strata_close(u);
+    strata_close(t);
+}
+
 static void test_add_cas(void)
 {
     strata_table *t = open_table("cas.l1", opts_of(4u << 20));
@@ -1752,13 +1813,6 @@ static void test_fork_child_stats(void)
     strata_close(t);
 }
 
-static uint64_t wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 /* Fill the shard's ring once over with 1000-byte values: every segment is written to. */
 static int write_round(strata_table *t, const strata_geometry *g, int round)
 {
@@ -1896,6 +1950,7 @@ int main(void)
     }
     run("set_get_delete", test_set_get_delete);
     run("expiry", test_expiry);
+    run("polled_items", test_polled_items);
     run("add_cas", test_add_cas);
     run("sink_have", test_sink_have);
     run("counters", test_counters);

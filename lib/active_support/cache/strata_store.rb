@@ -130,8 +130,8 @@ module ActiveSupport
         @put_backs = 0
         @put_backs_lock = Mutex.new
         @stack = Strata::Stack.new(tiers, on_error: method(:report_failure), fill_wait: fill_wait,
-          coherence_interval: coherence_interval, on_stamps: @stamp_reads, counters: @counters,
-          host_ttl: host_ttl(tiers, coherence_interval))
+          coherence_interval: coherence_interval, polled: Strata::Poller.polls?(tiers.values), on_stamps: @stamp_reads,
+          counters: @counters, host_ttl: host_ttl(tiers, coherence_interval))
         @listable = listable_tiers.size == @stack.tier_names.size
         @poller = Strata::Poller.start(@stack, on_error: method(:report_failure), **polling)
         # With L1 alone every write lands in the table, whose set and add copy a

@@ -21,7 +21,7 @@ module Strata
     class L1Table
       # "STRATAL1" as a little-endian u64; the layout version this build writes (table.c).
       MAGIC = 0x314C415441525453
-      LAYOUT_VERSION = 4
+      LAYOUT_VERSION = 5
       STATE_READY = 2
       # struct file_header (table.h, LAYOUT): the fields up to the header check.
       HEADER = "Q<L<L<Q<Q<L<L<L<L<Q<Q<Q<Q<L<L<Q<Q<Q<"
