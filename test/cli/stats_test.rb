@@ -126,6 +126,41 @@ class StatsCommandTest < Minitest::Test
     assert_operator sql[:bytes], :>, 0
   end
 
+  # The SQL tier's expiry passes, counted by an app process that has an L1 table, as the
+  # host's: `strata stats` shows what that process's own tier counted (passes, rows expired,
+  # rows evicted to keep within max_entries).
+  def test_the_sql_tiers_expiry_passes_are_shown
+    sql = {path: @sqlite_path, expire_every: 2, expiry_batch_size: 10, max_entries: 4}
+    reader, writer = IO.pipe
+    child = fork_tracked do
+      reader.close
+      store = ActiveSupport::Cache::StrataStore.new(l1: {path: @l1_path, size: TABLE_SIZE}, sql: sql)
+      tier = store.stack[:l3]
+      2.times { |i| tier.set("gone-#{i}", "v", ttl: -1) } # expired at once: the next pass deletes them
+      8.times { |i| store.write("kept-#{i}", "value #{i}") }
+      writer.write(JSON.generate(tier.stats.slice(:expiry_passes, :expired, :evicted)))
+      writer.close
+      store.close
+      true
+    end
+    writer.close
+    counted = JSON.parse(reader.read, symbolize_names: true)
+    assert_equal 0, reap_child(child)&.exitstatus
+    assert_operator counted[:expiry_passes], :>, 0
+    assert_equal 2, counted[:expired]
+    assert_operator counted[:evicted], :>, 0
+    config = config_file("expiry.yml", l1: {path: @l1_path, size: TABLE_SIZE}, sql: {path: @sqlite_path})
+
+    counters = stats_json("--config", config)[:sql][:counters]
+
+    assert_equal counted.values, counters.values_at(:expiry_passes, :expired, :evictions)
+    out, err, status = run_stats("--config", config)
+    assert status.success?, err
+    assert_match(/^l3 +expiry +passes=#{counted[:expiry_passes]} expired=2 evicted=#{counted[:evicted]}$/, out)
+  ensure
+    [reader, writer].each { |io| io&.close unless io&.closed? }
+  end
+
   def test_a_ruby_config_prints_a_table
     store = new_store(l1: {path: @l1_path, size: TABLE_SIZE}, sql: {path: @sqlite_path})
     3.times { |i| store.write("rb-#{i}", "value #{i}") }
