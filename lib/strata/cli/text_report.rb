@@ -45,10 +45,16 @@ module Strata
         ["l1", "segment ages", "#{ages.join(" ")} #{pairs(segments, :in_use, :unknown)}"]
       end
 
+      # up with the server's figures, or unreachable; then since when a process of the host
+      # considers it down, if one does.
       def memcached_row(server)
-        return ["l2", server[:server], "unreachable: #{server[:error]}"] unless server[:state] == "up"
-
-        ["l2", server[:server], "up " + pairs(server, :curr_items, :bytes, :get_hits, :get_misses, :evictions)]
+        state = if server[:state] == "up"
+          "up " + pairs(server, :curr_items, :bytes, :get_hits, :get_misses, :evictions)
+        else
+          "unreachable: #{server[:error]}"
+        end
+        marked = server[:down_since] && "; down since #{server[:down_since]} (marked by process #{server[:down_marked_by]} on this host)"
+        ["l2", server[:server], "#{state}#{marked}"]
       end
 
       def sql_row(sql)
