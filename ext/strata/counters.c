@@ -72,6 +72,11 @@ static const char *const memcached_names[STRATA_MC_END - STRATA_TC_COUNT] = {
     [STRATA_MC_RECOVERY_FLUSHES - STRATA_TC_COUNT] = "memcached.recovery_flushes",
 };
 
+static const char *const sql_names[STRATA_SQL_END - STRATA_TC_COUNT] = {
+    [STRATA_SQL_EXPIRY_PASSES - STRATA_TC_COUNT] = "sql.expiry_passes",
+    [STRATA_SQL_EXPIRED - STRATA_TC_COUNT] = "sql.expired",
+};
+
 #define OP_NAMES(op) {"op." op ".count", "op." op ".timed", "op." op ".us"}
 static const char *const op_names[STRATA_OPS_ROWS][3] = {OP_NAMES("read_hit"), OP_NAMES("fetch_miss"),
                                                          OP_NAMES("write"), OP_NAMES("delete")};
@@ -81,7 +86,9 @@ const char *strata_counter_name(unsigned i)
     if (i < STRATA_STORE_AT) {
         unsigned row = i / STRATA_TIER_WORDS, c = i % STRATA_TIER_WORDS;
         if (c < STRATA_TC_COUNT) return tier_row_names[row][c];
-        return row == STRATA_ROW_MEMCACHED && c < STRATA_MC_END ? memcached_names[c - STRATA_TC_COUNT] : NULL;
+        if (row == STRATA_ROW_MEMCACHED) return c < STRATA_MC_END ? memcached_names[c - STRATA_TC_COUNT] : NULL;
+        if (row == STRATA_ROW_SQL) return c < STRATA_SQL_END ? sql_names[c - STRATA_TC_COUNT] : NULL;
+        return NULL;
     }
     if (i < STRATA_OPS_AT) return i - STRATA_STORE_AT < STRATA_SC_COUNT ? store_names[i - STRATA_STORE_AT] : NULL;
     if (i < STRATA_OPS_AT + STRATA_OPS_ROWS * STRATA_OP_WORDS) {

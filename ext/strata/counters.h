@@ -91,7 +91,8 @@
  *   tier row     hits, misses: reads of a cache key that found / did not find a live entry
  *                writes: entries stored; writes_refused: writes not stored (a full lock
  *                wait, a value too large, an add or cas that lost); deletes: entries removed;
- *                evictions: live entries dropped to make room (L1 only);
+ *                evictions: live entries dropped to make room (L1's, and the SQL tier's expiry
+ *                passes over max_size or max_entries);
  *                errors_timeout / errors_connection / errors_other: tier failures by kind;
  *                memcached's row only, after those: gutter_reads, gutter_writes,
  *                gutter_deletes: requests for keys whose server was down, sent to a gutter
@@ -99,7 +100,11 @@
  *                of those gutter copies at the server's recovery; recovery_deletes: keys
  *                deleted on a server when it answered again (its recovery log: the keys
  *                changed while it was down); recovery_flushes: servers flushed at recovery (a
- *                log that overflowed, or a flush while down)
+ *                log that overflowed, or a flush while down);
+ *                sql's row only, after the common figures: expiry_passes: expiry passes run
+ *                (Tiers::SQL, every expire_every writes of a process); expired: rows those
+ *                passes deleted because their TTL had passed or they outlived max_age (the
+ *                rows deleted to keep within budget are the row's evictions)
  *   store        fills: fetch blocks run to compute a missing value, fill_us their time;
  *                lock_waits / lock_wait_us: read-throughs that waited on another process's
  *                host lock, and for how long; lease_waits / lease_wait_us: the same for a
@@ -138,6 +143,10 @@ enum strata_memcached_counter {
     STRATA_MC_END
 };
 _Static_assert(STRATA_MC_END <= STRATA_TIER_WORDS, "memcached's figures fit its row");
+
+/* sql's row goes on after the common figures. */
+enum strata_sql_counter { STRATA_SQL_EXPIRY_PASSES = STRATA_TC_COUNT, STRATA_SQL_EXPIRED, STRATA_SQL_END };
+_Static_assert(STRATA_SQL_END <= STRATA_TIER_WORDS, "sql's figures fit its row");
 
 #define STRATA_STORE_AT (3 * STRATA_TIER_WORDS)
 enum strata_store_counter {

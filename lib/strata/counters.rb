@@ -23,6 +23,11 @@ module Strata
     TIER_FIGURES = %w[hits misses writes writes_refused deletes evictions errors_timeout errors_connection errors_other].freeze
     # memcached's row only, after TIER_FIGURES: its gutter traffic and outage recoveries.
     MEMCACHED_FIGURES = %w[gutter_reads gutter_writes gutter_deletes recovery_deletes recovery_flushes].freeze
+    # sql's row only, after TIER_FIGURES: its expiry passes and the rows they deleted for their TTL
+    # or max_age (those deleted to keep within budget are its evictions).
+    SQL_FIGURES = %w[expiry_passes expired].freeze
+    # Each tier's figures, in its row's order.
+    ROW_FIGURES = {"l1" => TIER_FIGURES, "memcached" => TIER_FIGURES + MEMCACHED_FIGURES, "sql" => TIER_FIGURES + SQL_FIGURES}.freeze
     STORE_FIGURES = %w[fills fill_us lock_waits lock_wait_us lease_waits lease_wait_us stale_hits invalidations versions_bumped].freeze
     OPERATIONS = %w[read_hit fetch_miss write delete].freeze
 
@@ -104,13 +109,12 @@ module Strata
       @sink._counter_totals
     end
 
-    # {tiers: {l1: {hits:, misses:, ..., hit_ratio:}, memcached: {..., gutter_reads:, ...}, sql: {...}},
+    # {tiers: {l1: {hits:, misses:, ..., hit_ratio:}, memcached: {..., gutter_reads:, ...}, sql: {..., expiry_passes:, expired:}},
     #  store: {fills:, fill_us:, ..., operations: {read_hit: {count:, timed:, us:, mean_us:}, ...},
     #  processes:, slots_used:, unslotted:}} from a flat {"l1.hits" => n, ...}.
     def self.shape(flat)
       tiers = TIERS.to_h do |tier|
-        names = (tier == "memcached") ? TIER_FIGURES + MEMCACHED_FIGURES : TIER_FIGURES
-        figures = names.to_h { |name| [name.to_sym, flat.fetch("#{tier}.#{name}")] }
+        figures = ROW_FIGURES.fetch(tier).to_h { |name| [name.to_sym, flat.fetch("#{tier}.#{name}")] }
         [tier.to_sym, figures.merge(hit_ratio: ratio(figures[:hits], figures[:hits] + figures[:misses]))]
       end
       store = STORE_FIGURES.to_h { |name| [name.to_sym, flat.fetch("store.#{name}")] }

@@ -108,7 +108,11 @@ static void test_names(void)
     CHECK(strcmp(strata_counter_name(STRATA_TIER_COUNTER(STRATA_ROW_MEMCACHED, STRATA_MC_RECOVERY_FLUSHES)),
                  "memcached.recovery_flushes") == 0);
     CHECK(strata_counter_name(STRATA_TIER_COUNTER(STRATA_ROW_MEMCACHED, STRATA_MC_END)) == NULL);
-    CHECK(strata_counter_name(STRATA_TIER_COUNTER(STRATA_ROW_SQL, STRATA_MC_GUTTER_READS)) == NULL); /* memcached's only */
+    CHECK(strcmp(strata_counter_name(STRATA_TIER_COUNTER(STRATA_ROW_SQL, STRATA_SQL_EXPIRY_PASSES)), "sql.expiry_passes") == 0);
+    CHECK(strcmp(strata_counter_name(STRATA_TIER_COUNTER(STRATA_ROW_SQL, STRATA_SQL_EXPIRED)), "sql.expired") == 0);
+    CHECK(strata_counter_name(STRATA_TIER_COUNTER(STRATA_ROW_SQL, STRATA_SQL_END)) == NULL);
+    CHECK(strata_counter_name(STRATA_TIER_COUNTER(STRATA_ROW_SQL, STRATA_MC_RECOVERY_FLUSHES)) == NULL); /* memcached's only */
+    CHECK(strata_counter_name(STRATA_TIER_COUNTER(STRATA_ROW_L1, STRATA_SQL_EXPIRY_PASSES)) == NULL); /* sql's only */
     CHECK(strata_counter_name(STRATA_TC_COUNT) == NULL); /* a tier row's unused word */
     CHECK(strata_counter_name(STRATA_COUNTERS - 1) == NULL);
 }

@@ -126,6 +126,79 @@ class StatsCommandTest < Minitest::Test
     assert_operator sql[:bytes], :>, 0
   end
 
+  # An app process whose store marked a memcached server down (its connection refused): `strata
+  # stats`, another process, shows since when and which process, while that process lives; the
+  # record of a process that died is not shown.
+  def test_a_server_an_app_process_marked_down_is_shown_with_since_when
+    down = closed_port_server
+    options = {l1: {path: @l1_path, size: TABLE_SIZE}, memcached: {servers: [down], connect_timeout: 0.2, retry_after: 600}}
+    config = config_file("down.yml", options)
+    ready, done = IO.pipe
+    hold, release = IO.pipe
+    child = fork_tracked do
+      ready.close
+      release.close
+      store = ActiveSupport::Cache::StrataStore.new(namespace: "stats-#{SecureRandom.hex(4)}", **options)
+      store.read("k") # refused: the server is marked down
+      since = store.stack[:l2].client.stats[:down_since].fetch(down)
+      done.write(since.to_r.floor(3).to_s)
+      done.close
+      hold.read # until killed: the store open, the server down for it
+    end
+    done.close
+    hold.close
+    since = Rational(ready.read)
+
+    server = stats_json("--config", config)[:memcached].first
+    assert_equal [down, "unreachable"], server.values_at(:server, :state)
+    assert_equal [Time.at(since).utc.iso8601(3), child], server.values_at(:down_since, :down_marked_by)
+    out, err, status = run_stats("--config", config)
+    assert status.success?, err
+    assert_match(/^l2 +#{Regexp.escape(down)} +unreachable: .*; down since \S+ \(marked by process #{child} on this host\)$/, out)
+
+    kill_and_reap(child, DEADLINE)
+    @pids.delete(child)
+    server = stats_json("--config", config)[:memcached].first
+    refute server.key?(:down_since), "the process that marked it is gone"
+  ensure
+    [ready, done, hold, release].each { |io| io&.close unless io&.closed? }
+  end
+
+  # The SQL tier's expiry passes, counted by an app process that has an L1 table, as the
+  # host's: `strata stats` shows what that process's own tier counted (passes, rows expired,
+  # rows evicted to keep within max_entries).
+  def test_the_sql_tiers_expiry_passes_are_shown
+    sql = {path: @sqlite_path, expire_every: 2, expiry_batch_size: 10, max_entries: 4}
+    reader, writer = IO.pipe
+    child = fork_tracked do
+      reader.close
+      store = ActiveSupport::Cache::StrataStore.new(l1: {path: @l1_path, size: TABLE_SIZE}, sql: sql)
+      tier = store.stack[:l3]
+      2.times { |i| tier.set("gone-#{i}", "v", ttl: -1) } # expired at once: the next pass deletes them
+      8.times { |i| store.write("kept-#{i}", "value #{i}") }
+      writer.write(JSON.generate(tier.stats.slice(:expiry_passes, :expired, :evicted)))
+      writer.close
+      store.close
+      true
+    end
+    writer.close
+    counted = JSON.parse(reader.read, symbolize_names: true)
+    assert_equal 0, reap_child(child)&.exitstatus
+    assert_operator counted[:expiry_passes], :>, 0
+    assert_equal 2, counted[:expired]
+    assert_operator counted[:evicted], :>, 0
+    config = config_file("expiry.yml", l1: {path: @l1_path, size: TABLE_SIZE}, sql: {path: @sqlite_path})
+
+    counters = stats_json("--config", config)[:sql][:counters]
+
+    assert_equal counted.values, counters.values_at(:expiry_passes, :expired, :evictions)
+    out, err, status = run_stats("--config", config)
+    assert status.success?, err
+    assert_match(/^l3 +expiry +passes=#{counted[:expiry_passes]} expired=2 evicted=#{counted[:evicted]}$/, out)
+  ensure
+    [reader, writer].each { |io| io&.close unless io&.closed? }
+  end
+
   def test_a_ruby_config_prints_a_table
     store = new_store(l1: {path: @l1_path, size: TABLE_SIZE}, sql: {path: @sqlite_path})
     3.times { |i| store.write("rb-#{i}", "value #{i}") }

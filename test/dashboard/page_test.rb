@@ -83,6 +83,19 @@ class DashboardPageTest < Minitest::Test
     assert_match(%r{<table id="vm-watch".*<td class="key">GET /plant</td>}m, dom)
   end
 
+  # A memcached server that a process of the host considers down (its record in L1, as
+  # Meta::HostOutages writes it) says since when beside the server's figures.
+  def test_a_memcached_server_marked_down_says_since_when
+    server = @options[:memcached][:servers].first
+    since = Time.at(1_764_000_000, 123, :millisecond)
+    record = [(since.to_r * 1000).to_i, Process.pid].pack(Strata::Meta::HostOutages::PACK)
+    assert @store.stack[:l1].set(Strata::Meta::HostOutages.key(server), record)
+
+    dom = Chromium.dump_dom(url("/?token=#{TOKEN}"))
+
+    assert_match(%r{<td class="key">#{Regexp.escape(server)}</td><td>.*down since 2025-11-24T16:00:00.123Z \(marked by process #{Process.pid} on this host\)}, dom)
+  end
+
   def test_a_screenshot_of_the_page_is_a_png
     traffic_between_snapshots
     file = File.join(@dir, "dashboard.png")

@@ -173,6 +173,38 @@ class MetaRingTest < Minitest::Test
     assert_raises(ArgumentError) { ring.count_error("other:1") }
   end
 
+  # The watcher (the host's record) hears an outage's first mark and each mark again with its
+  # start, and its end once; a mark_up of a server that was not down (a first contact) and
+  # routing tell it nothing.
+  def test_the_watcher_hears_the_transitions_only
+    clock = FakeClock.new
+    ring = Ring.new(SERVERS.first(2), clock: clock, retry_after: 1.0)
+    first, other = SERVERS.first(2)
+    heard = []
+    watcher = Object.new
+    watcher.define_singleton_method(:down) { |server, since| heard << [:down, server, since] }
+    watcher.define_singleton_method(:up) { |server| heard << [:up, server] }
+    ring.watcher = watcher
+
+    ring.mark_up(first)
+    ring.route("k")
+    assert_empty heard, "a server that was up: nothing to tell"
+
+    ring.mark_down(first)
+    since = ring.health[:down_since].fetch(first)
+    clock.now += 1.5
+    assert ring.up?(first)
+    ring.mark_down(first)
+    ring.time_out(other)
+    assert_equal [[:down, first, since], [:down, first, since]], heard, "a retry's mark again, with the outage's start"
+
+    ring.mark_up(first)
+    ring.mark_up(first)
+    ring.mark_up(other)
+    assert_equal [:up, first], heard.last
+    assert_equal 3, heard.size, "one end per outage; a timeout short of down_after is no outage"
+  end
+
   def test_rejects_bad_specs
     assert_raises(ArgumentError) { Ring.new([]) }
     assert_raises(ArgumentError) { Ring.new(["host"]) }

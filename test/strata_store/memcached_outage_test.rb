@@ -85,7 +85,49 @@ class StrataStoreMemcachedOutageTest < Strata::StoreCase
     assert_match(/^l2 +gutter +gutter_reads=#{reads + 4} gutter_writes=2 gutter_deletes=4 recovery_deletes=3 recovery_flushes=0$/, out)
   end
 
+  # The outage as another process sees it: `strata stats`, run as a child process, reads from the
+  # L1 file since when this process considers the server down (its first mark, kept through a
+  # retry that failed again), and nothing once it answered; the gutter was never down.
+  def test_down_since_is_shown_from_another_process_until_the_recovery
+    cache = build_store(memcached: memcached_options)
+    client = cache.stack[:l2].client
+    probe = names_on(cache, client, @primary.server, 1).first
+    config = File.join(@tmpdir, "strata.yml")
+    File.write(config, YAML.dump("l1" => {"path" => table_path}, "memcached" => {"servers" => [@primary.server, @gutter.server]}))
+    assert_nil stats_servers(config).find { |server| server.key?(:down_since) }, "nothing is down yet"
+
+    @primary.pause
+    2.times { assert_nil cache.read(probe), "a timed-out read is a miss" }
+    refute client.ring.up?(@primary.server)
+    since = client.stats[:down_since].fetch(@primary.server)
+    @clock.now += RETRY_AFTER
+    assert_nil cache.read(probe), "the retry times out too"
+    2.times { assert_nil cache.read(probe) }
+    refute client.ring.up?(@primary.server), "down again, its outage going on"
+
+    primary, gutter = stats_servers(config)
+    expected = Time.at(since.to_r.floor(3)).utc.iso8601(3)
+    assert_equal [@primary.server, expected, Process.pid], primary.values_at(:server, :down_since, :down_marked_by)
+    assert_equal "up", gutter[:state]
+    refute gutter.key?(:down_since)
+    out, err, status = run_stats("--config", config)
+    assert status.success?, err
+    assert_match(/^l2 +#{Regexp.escape(@primary.server)} +unreachable: .*; down since #{Regexp.escape(expected)} \(marked by process #{Process.pid} on this host\)$/, out)
+
+    @primary.resume
+    @clock.now += RETRY_AFTER
+    assert_nil cache.read(probe), "the first call to the server recovers it"
+    assert client.ring.up?(@primary.server)
+    assert_nil stats_servers(config).find { |server| server.key?(:down_since) }, "the recovery deleted the record"
+  end
+
   private
+
+  def stats_servers(config)
+    out, err, status = run_stats("--json", "--config", config)
+    assert status.success?, err
+    JSON.parse(out, symbolize_names: true)[:memcached]
+  end
 
   def gutter_figures(cache)
     cache.stats[:counters][:tiers][:memcached].slice(:gutter_reads, :gutter_writes, :gutter_deletes, :recovery_deletes,

@@ -134,6 +134,7 @@ module ActiveSupport
           counters: @counters, host_ttl: host_ttl(tiers, coherence_interval))
         @listable = listable_tiers.size == @stack.tier_names.size
         @poller = Strata::Poller.start(@stack, on_error: method(:report_failure), **polling)
+        @outages = host_outages(tiers)
         # With L1 alone every write lands in the table, whose set and add copy a
         # Strata::Entry::Split into place: a large value is copied once (Codec#dump).
         @split_writes = @stack.tier_names == [:l1]
@@ -276,6 +277,7 @@ module ActiveSupport
       # Release the table mapping. The store can't be used afterwards.
       def close
         @poller&.stop
+        @outages&.release(@stack[:l2].client.ring)
         @stack.close
       end
 
@@ -751,6 +753,17 @@ module ActiveSupport
       # the changes sooner).
       def host_ttl(tiers, coherence_interval)
         coherence_interval if tiers.key?(:l1) && tiers.key?(:l2) && !Strata::Poller.polls?(tiers.values)
+      end
+
+      # With L1 and memcached: the host's record of the memcached servers this process marks
+      # down (Strata::Meta::HostOutages, in L1), which `strata stats` shows; its failures are
+      # reported as L1's. Without L1 a server's down since stays this process's (#stats).
+      def host_outages(tiers)
+        return nil unless tiers[:l1] && tiers[:l2]
+
+        outages = Strata::Meta::HostOutages.new(tiers[:l1], on_error: method(:report_failure))
+        tiers[:l2].client.ring.watcher = outages
+        outages
       end
 
       # Active Record is loaded only for a store with an SQL tier.

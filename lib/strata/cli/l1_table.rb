@@ -2,6 +2,7 @@
 
 require "time"
 require "strata/tiers/shared_memory"
+require "strata/meta/host_outages"
 require "strata/cli/segment_ages"
 
 module Strata
@@ -45,13 +46,15 @@ module Strata
         @path = File.expand_path(path)
       end
 
-      # Geometry, live entries, the segments' ages (SegmentAges) and the host's counters
-      # (SharedMemory#counters: reading them claims no slot); raises Refused, or Strata::Error
-      # from the open.
-      def stats
+      # Geometry, live entries, the segments' ages (SegmentAges), the host's counters
+      # (SharedMemory#counters: reading them claims no slot) and, for each of memcached (server
+      # names as the client's Ring gives them) that some live process of the host considers
+      # down, host_outages: {server => {down_since: ISO 8601 time, down_marked_by: pid}}
+      # (Meta::HostOutages). Raises Refused, or Strata::Error from the open.
+      def stats(memcached: [])
         open do |table, header|
           figures(table.stats, header).merge(segments: SegmentAges.new(table.segment_starts).to_h,
-            host_counters: table.counters)
+            host_counters: table.counters, host_outages: outages(table, memcached))
         end
       end
 
@@ -69,6 +72,17 @@ module Strata
       end
 
       private
+
+      # The records of servers' outages whose process is alive (one that died while the server
+      # was down left its record behind, and no longer considers anything down).
+      def outages(table, servers)
+        servers.each_with_object({}) do |server, found|
+          since, pid = Strata::Meta::HostOutages.decode(table.get(Strata::Meta::HostOutages.key(server)))
+          next unless since && Strata::Meta::HostOutages.alive?(pid)
+
+          found[server] = {down_since: Time.at(Rational(since, 1000)).utc.iso8601(3), down_marked_by: pid}
+        end
+      end
 
       def read_header
         raise Refused, "#{@path}: no such file" unless File.file?(@path)

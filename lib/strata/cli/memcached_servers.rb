@@ -5,8 +5,9 @@ require "socket"
 module Strata
   module CLI
     # Each memcached server's own figures, from its text-protocol `stats` command on a
-    # connection of our own: up (with the figures) or unreachable (with why). The client's view
-    # of an outage (down since, recovery log) lives in each app process and is not seen here.
+    # connection of our own: up (with the figures) or unreachable (with why). The app's view of
+    # an outage is not asked here: Stats adds, from the L1 table, since when some process of the
+    # host considers a server down (Meta::HostOutages); the recovery logs stay per process.
     class MemcachedServers
       FIGURES = %w[curr_items bytes limit_maxbytes get_hits get_misses evictions curr_connections uptime].freeze
       # Seconds to connect and for each reply line; the stats reply has about 80 lines.
@@ -23,6 +24,17 @@ module Strata
       # [{server:, state: "up", curr_items:, ...} or {server:, state: "unreachable", error:}]
       def stats
         @servers.map { |server| server_stats(server) }
+      end
+
+      # Each server as the client's Ring names it ("host:port", the weight left off), in the
+      # order of #stats: the names of their records in Meta::HostOutages.
+      def names
+        @servers.map do |server|
+          host, port = server.split(":", 3)
+          "#{host}:#{Integer(port || 11_211)}"
+        rescue ArgumentError
+          server
+        end
       end
 
       private

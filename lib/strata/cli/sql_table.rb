@@ -6,8 +6,10 @@ module Strata
     # counts of its own (tombstones, the versions and log tables' rows) on the tier's
     # connection class. Given the store's sql: options: path: (an SQLite file, which must
     # exist: stats never creates one), connection_class:, or url: (a database URL, connected
-    # through an abstract Active Record class made here). The tier's counters (hits, sets,
-    # expiry passes ...) are per process, zero here, and left out.
+    # through an abstract Active Record class made here). The tier's own counters (its #stats:
+    # hits, sets, expiry passes ...) are this process's, zero here, and left out: the host's
+    # (reads, writes, expiry passes, rows expired and evicted) are in the L1 table's counters,
+    # which Stats adds.
     class SQLTable
       def initialize(options)
         @options = options

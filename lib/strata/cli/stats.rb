@@ -61,13 +61,15 @@ module Strata
       # {time:, l1: {...}, memcached: [{...}, ...], sql: {...}}, a key per configured tier, and
       # with an L1 table the host's counters (docs/operations.md, "The host's counters"): a
       # counters object in l1 and sql, memcached_counters beside the memcached servers (a list),
-      # and store: the store's own figures.
+      # and store: the store's own figures; and, in the entry of each memcached server that some
+      # process of the host considers down, down_since and down_marked_by (its pid).
       def snapshot
         result = {time: Time.now.utc.iso8601}
-        l1 = guarded(path: @l1.path) { @l1.stats } if @l1
+        l1 = guarded(path: @l1.path) { @l1.stats(memcached: @memcached ? @memcached.names : []) } if @l1
         host = l1&.delete(:host_counters)
+        outages = l1&.delete(:host_outages)
         result[:l1] = l1 if l1
-        result[:memcached] = @memcached.stats if @memcached
+        result[:memcached] = with_outages(@memcached.stats, outages) if @memcached
         result[:sql] = guarded(source: @sql.source) { @sql.stats } if @sql
         add_counters(result, host) if host
         result
@@ -97,6 +99,13 @@ module Strata
         operations = store[:operations]
         hits = operations[:read_hit][:count]
         result[:store] = store.merge(hit_ratio: Strata::Counters.ratio(hits, hits + operations[:fetch_miss][:count]))
+      end
+
+      # servers (MemcachedServers#stats) with each one's record of an outage, when there is one.
+      def with_outages(servers, outages)
+        return servers unless outages&.any?
+
+        servers.zip(@memcached.names).map { |server, name| outages[name] ? server.merge(outages[name]) : server }
       end
 
       def guarded(context)

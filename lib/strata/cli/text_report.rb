@@ -20,7 +20,10 @@ module Strata
           rows << gutter_row(memcached)
         end
         rows << sql_row(@snapshot[:sql]) if @snapshot.key?(:sql)
-        rows << counters_row("l3", @snapshot[:sql][:counters]) if @snapshot.dig(:sql, :counters)
+        if (sql = @snapshot.dig(:sql, :counters))
+          rows << counters_row("l3", sql)
+          rows << expiry_row(sql)
+        end
         rows.concat(store_rows(@snapshot[:store])) if @snapshot[:store]
         widths = [0, 1].map { |i| rows.map { |row| row[i].size }.max }
         lines = rows.map { |row| "#{row[0].ljust(widths[0])}  #{row[1].ljust(widths[1])}  #{row[2]}".rstrip }
@@ -42,10 +45,16 @@ module Strata
         ["l1", "segment ages", "#{ages.join(" ")} #{pairs(segments, :in_use, :unknown)}"]
       end
 
+      # up with the server's figures, or unreachable; then since when a process of the host
+      # considers it down, if one does.
       def memcached_row(server)
-        return ["l2", server[:server], "unreachable: #{server[:error]}"] unless server[:state] == "up"
-
-        ["l2", server[:server], "up " + pairs(server, :curr_items, :bytes, :get_hits, :get_misses, :evictions)]
+        state = if server[:state] == "up"
+          "up " + pairs(server, :curr_items, :bytes, :get_hits, :get_misses, :evictions)
+        else
+          "unreachable: #{server[:error]}"
+        end
+        marked = server[:down_since] && "; down since #{server[:down_since]} (marked by process #{server[:down_marked_by]} on this host)"
+        ["l2", server[:server], "#{state}#{marked}"]
       end
 
       def sql_row(sql)
@@ -64,6 +73,12 @@ module Strata
       # recoveries that followed.
       def gutter_row(counters)
         ["l2", "gutter", pairs(counters, :gutter_reads, :gutter_writes, :gutter_deletes, :recovery_deletes, :recovery_flushes)]
+      end
+
+      # The SQL tier's expiry passes: how many ran, the rows they deleted for their TTL or
+      # max_age, and those they deleted to keep within max_size or max_entries.
+      def expiry_row(counters)
+        ["l3", "expiry", "passes=#{counters[:expiry_passes]} expired=#{counters[:expired]} evicted=#{counters[:evictions]}"]
       end
 
       # The store's figures: its reads' hit ratio and operations (count and mean time), then

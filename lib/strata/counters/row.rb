@@ -15,6 +15,8 @@ module Strata
         # memcached's only (nil in the other rows): gutter reads, writes and deletes, recovery
         # deletes and flushes (MEMCACHED_FIGURES).
         @outage = MEMCACHED_FIGURES.map { |name| INDEX["#{tier}.#{name}"] }.freeze
+        # sql's only (nil in the other rows): expiry passes, rows they expired, rows they evicted.
+        @expiry = [INDEX["#{tier}.expiry_passes"], INDEX["#{tier}.expired"], INDEX.fetch("#{tier}.evictions")].freeze
       end
 
       # n requests for keys whose server was down went to a gutter: reads, writes, deletes (and
@@ -31,6 +33,14 @@ module Strata
       def recovery_deleted(n) = @sink._count(@outage[3], n)
 
       def recovery_flushed = @sink._count(@outage[4], 1)
+
+      # An expiry pass of the SQL tier ran and deleted expired rows whose TTL had passed or that
+      # outlived max_age, and evicted rows to keep the table within budget (sql's row only).
+      def expiry_pass(expired, evicted)
+        @sink._count(@expiry[0], 1)
+        @sink._count(@expiry[1], expired) unless expired.zero?
+        @sink._count(@expiry[2], evicted) unless evicted.zero?
+      end
 
       # bytes, counted as a hit (non-nil) or a miss of key.
       def read(key, bytes)
@@ -110,6 +120,8 @@ module Strata
         def recovery_deleted(_n) = nil
 
         def recovery_flushed = nil
+
+        def expiry_pass(_expired, _evicted) = nil
       end
 
       NONE = Uncounted.new.freeze

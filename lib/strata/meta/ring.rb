@@ -35,8 +35,16 @@ module Strata
     # own server), and since when it is down: the wall-clock time of the first #mark_down of an
     # outage, kept through its retries until #mark_up says the server answers again.
     #
+    # The host's record (#watcher, a HostOutages or nil): told of each outage's first mark and
+    # each mark again (#down(server, down since)), and of its end (#up(server)) when #mark_up
+    # ends one, so that processes other than this one (`strata stats`) see it. Never on #route or
+    # #up?: a server that is up costs nothing more. The watcher must not raise.
+    #
     # Concurrency: the circle is immutable after #initialize; the down list and the health record
-    # are guarded by a mutex, so one Ring may be shared by every thread of a process.
+    # are guarded by a mutex, so one Ring may be shared by every thread of a process. With a
+    # watcher, #mark_down and #mark_up also hold a second mutex, taken before the first, across
+    # the change and the watcher's call, so that the watcher hears a server's transitions in the
+    # order the ring made them.
     class Ring
       DEFAULTS = {
         # Points on the circle per unit of weight (ketama uses 160: 40 digests of 4 points each).
@@ -75,7 +83,13 @@ module Strata
         @timeouts = {}
         @errors = @servers.to_h { |server| [server, 0] }
         @lock = Mutex.new
+        @watcher = nil
+        @watch_lock = Mutex.new
       end
+
+      # What hears of outages (see The host's record): an object with down(server, since) and
+      # up(server), or nil.
+      attr_accessor :watcher
 
       # The server that holds key, whether or not it is up.
       def server_for(key)
@@ -104,12 +118,11 @@ module Strata
       # extends the wait; the outage goes on from the first mark (see Health).
       def mark_down(server, retry_after: @retry_after)
         check_server(server)
-        until_time = @clock.call + retry_after
-        @lock.synchronize do
-          @down_until[server] = until_time
-          @down_since[server] ||= Time.now
-          @timeouts.delete(server)
-          @errors[server] += 1
+        watcher = @watcher
+        if watcher
+          @watch_lock.synchronize { watcher.down(server, begin_outage(server, retry_after)) }
+        else
+          begin_outage(server, retry_after)
         end
         nil
       end
@@ -143,10 +156,11 @@ module Strata
       # Ends server's outage: it answered again. Its keys route to it from now on.
       def mark_up(server)
         check_server(server)
-        @lock.synchronize do
-          @down_until.delete(server)
-          @down_since.delete(server)
-          @timeouts.delete(server)
+        watcher = @watcher
+        if watcher
+          @watch_lock.synchronize { watcher.up(server) if end_outage(server) }
+        else
+          end_outage(server)
         end
         nil
       end
@@ -179,6 +193,26 @@ module Strata
       end
 
       private
+
+      # #mark_down's change: the outage's start (a Time).
+      def begin_outage(server, retry_after)
+        until_time = @clock.call + retry_after
+        @lock.synchronize do
+          @down_until[server] = until_time
+          @timeouts.delete(server)
+          @errors[server] += 1
+          @down_since[server] ||= Time.now
+        end
+      end
+
+      # #mark_up's change: true when it ended an outage.
+      def end_outage(server)
+        @lock.synchronize do
+          @down_until.delete(server)
+          @timeouts.delete(server)
+          !@down_since.delete(server).nil?
+        end
+      end
 
       def check_server(server)
         raise ArgumentError, "unknown server #{server.inspect}" unless @errors.key?(server)

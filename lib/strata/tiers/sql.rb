@@ -65,7 +65,10 @@ module Strata
     # writes: it deletes those that expired or outlived max_age, and the oldest ones while the
     # table is over max_size or max_entries. A pass deletes at most one batch. With rows of even
     # size and expire_every <= expiry_batch_size, the table stays within one batch of its bounds.
-    # Expired rows further back wait for their turn at the front, or for #cleanup.
+    # Expired rows further back wait for their turn at the front, or for #cleanup. #stats counts
+    # this process's passes and the rows they deleted; with a row of the host's counters
+    # (#count_in, which a store with an L1 table gives) they are counted there too, as
+    # expiry_passes, expired and evictions, for `strata stats` to show.
     #
     # Sizing: a pass with max_size or max_entries set needs the table's totals. It counts them
     # exactly while the ids span at most 20,000 or the table holds at most 2,000 rows. Past
@@ -535,6 +538,7 @@ module Strata
           @counters[:expired] += victims.expired
           @counters[:evicted] += victims.evicted
         end
+        @counts.expiry_pass(victims.expired, victims.evicted) # the host's (with L1), in sql's row
       end
 
       def write_due?

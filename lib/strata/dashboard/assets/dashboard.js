@@ -77,8 +77,12 @@
     }
     (stats.memcached || []).forEach((server, index) => {
       tierRow(body, "l2", server.server, (cell) => {
-        if (server.state !== "up") return errorText(cell, "unreachable: " + server.error);
-        pairs(cell, "l2." + index, server, ["curr_items", "bytes", "get_hits", "get_misses", "evictions", "curr_connections"]);
+        if (server.state !== "up") errorText(cell, "unreachable: " + server.error);
+        else pairs(cell, "l2." + index, server, ["curr_items", "bytes", "get_hits", "get_misses", "evictions", "curr_connections"]);
+        // Since when a process of the host considers it down (its record in the L1 table).
+        if (server.down_since) {
+          errorText(cell, " down since " + server.down_since + " (marked by process " + server.down_marked_by + " on this host)");
+        }
       });
     });
     countersRow(body, "l2", stats.memcached_counters);
