@@ -31,8 +31,8 @@ module BugJson
   HIDDEN = ->(viewer, bug) { viewer.sees_email_of?(bug) ? nil : OWNER_EMAIL }
 
   # The caches a request's representation may read (the X-Representation-Cache header): strata
-  # (Rails.cache, the default) or, for the bench's comparison, memory or none.
-  CACHES = %w[strata memory none].freeze
+  # (Rails.cache, the default) or, for the bench's comparison, memory, floor or none.
+  CACHES = %w[strata memory floor none].freeze
 
   class << self
     # The representation over cache (one of CACHES), made once per process.
@@ -59,7 +59,8 @@ module BugJson
     end
 
     def stores
-      @stores ||= {"strata" => Rails.cache, "memory" => MemoryCache.new(size: 64 << 20), "none" => NoCache.new}.freeze
+      @stores ||= {"strata" => Rails.cache, "memory" => MemoryCache.new(size: 64 << 20), "floor" => FloorCache.new,
+                   "none" => NoCache.new}.freeze
     end
   end
 end
