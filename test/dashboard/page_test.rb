@@ -34,7 +34,9 @@ class DashboardPageTest < Minitest::Test
     @options = {l1: {path: @l1_path, size: TABLE_SIZE}, memcached: {servers: memcached_servers.first(1)}}
     @config = File.join(@dir, "strata.yml")
     File.write(@config, YAML.dump(JSON.parse(JSON.generate(@options))))
-    @store = ActiveSupport::Cache::StrataStore.new(namespace: "page-#{SecureRandom.hex(4)}", **@options)
+    # L1 over memcached without a poller keeps an entry at most coherence_interval: a long one,
+    # so that none lapses between the page's figures and strata stats'.
+    @store = ActiveSupport::Cache::StrataStore.new(namespace: "page-#{SecureRandom.hex(4)}", coherence_interval: 600, **@options)
     @sampler = Strata::Dashboard::Sampler.new(table: @store.stack[:l1], store_name: @store.class.name, every: 1)
     @sampler.subscribe
     # interval: 0, a snapshot (and a point of the series) per data.json request.
