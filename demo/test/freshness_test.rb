@@ -39,6 +39,29 @@ class FreshnessTest < DemoHTTP::Test
     end
   end
 
+  # A page's rows are cached under the bugs' collection tag (BugJson.page_rows), as is the
+  # total: a bug added by a raw INSERT (the triggers bump the collection tag) shows on the page
+  # past the last bug, and in the total, on both workers.
+  def test_a_bug_inserted_by_raw_sql_shows_on_its_page
+    total = json(server.get("/bugs?start=0&size=1"))["total_size"]
+    page = "/bugs?start=#{total}&size=10"
+    on_each_worker { server.get(page) }.each { |response| assert_equal [], json(response)["entries"] }
+
+    title = "Inserted by raw SQL"
+    columns = "project_id, owner_id, title, description, status, importance, created_at, updated_at"
+    values = server.postgres? ? "$1, $2, $3, '', 'New', 'Low', $4, $4" : "?, ?, ?, '', 'New', 'Low', ?, ?"
+    now = Time.now.utc.strftime("%Y-%m-%d %H:%M:%S")
+    server.execute_sql("INSERT INTO bugs (#{columns}) VALUES (#{values})", 1, 1, title, *(server.postgres? ? [now] : [now, now]))
+
+    shown = wait_until(RAW_SQL_BOUND) do
+      on_each_worker { server.get(page) }.all? do |response|
+        body = json(response)
+        body["entries"].map { |entry| entry["title"] } == [title] && body["total_size"] == total + 1
+      end
+    end
+    assert shown, "a raw INSERT was not on the page within #{RAW_SQL_BOUND} s"
+  end
+
   private
 
   # Caches bug id's entry and page on both workers, yields the new title to the block that

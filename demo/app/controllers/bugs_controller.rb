@@ -11,10 +11,14 @@ class BugsController < ApplicationController
     start = integer_param(:start, 0, 0..)
     size = integer_param(:size, DEFAULT_SIZE, 1..MAX_SIZE)
 
-    page = Bug.order(:id).offset(start).limit(size)
     # Without a cache every entry is built: load what they show in four queries, not four per
-    # bug. With one, the page's BugRows are enough for its cached entries.
-    bugs = (cache_name == "none") ? page.preload(:project, :owner, :tags) : BugRow.of(page)
+    # bug. With one, the page's BugRows (cached under the bugs' collection tag) are enough for
+    # its cached entries.
+    bugs = if cache_name == "none"
+      Bug.order(:id).offset(start).limit(size).preload(:project, :owner, :tags)
+    else
+      BugJson.page_rows(cache_name, start, size)
+    end
     envelope = {"total_size" => BugJson.total_size(cache_name), "start" => start}
     json = representation.collection(bugs, viewer: viewer, envelope: envelope)
     response.set_header("X-Cache-Misses", Current.builds.to_s)

@@ -7,6 +7,7 @@ module BugJson
   NAME = "bug/v1"
   OWNER_EMAIL = ["owner_email"].freeze
   TOTAL_SIZE_KEY = "bugs/total_size"
+  PAGE_ROWS_KEY = "bugs/rows/%d/%d"
 
   # A Bug's every field; given a BugRow, it loads the Bug.
   SERIALIZER = lambda do |bug|
@@ -44,6 +45,18 @@ module BugJson
     # change of any bug invalidates.
     def total_size(cache)
       stores.fetch(cache) { raise unknown(cache) }.fetch(TOTAL_SIZE_KEY, tags: Bug.cache_tag) { Bug.count }
+    end
+
+    # The BugRows of the page of size bugs from start (by id), kept in cache's store under the
+    # bugs' collection tag like total_size: a page that is cached costs no query for its rows.
+    # A change of any bug (its collection tag: a bug added, deleted or updated, raw SQL included)
+    # makes every page's rows read again.
+    def page_rows(cache, start, size)
+      store = stores.fetch(cache) { raise unknown(cache) }
+      rows = store.fetch(format(PAGE_ROWS_KEY, start, size), tags: Bug.cache_tag) do
+        Bug.order(:id).offset(start).limit(size).pluck(*BugRow.members)
+      end
+      rows.map { |values| BugRow.new(*values) }
     end
 
     private

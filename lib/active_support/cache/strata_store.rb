@@ -577,23 +577,53 @@ module ActiveSupport
       end
 
       def read_multi_entries(names, event: nil, **options)
-        keys_to_names = names.index_by { |name| normalize_key(name, options) }
+        keys_to_names = normalized_keys(names, options)
         found = @stack.get_multi(keys_to_names.keys, event)
         state = read_throughs
         if state.multi_unread
           state.multi_unread = false # only fetch_multi's own read reads through
           read_through_misses(keys_to_names.keys - found.keys, found, state.multi, event || state.multi_event)
         end
-        # Codec#live_value, as the hit path reads: a plain String (a cached JSON document, say)
-        # is returned without an Entry built for it. The stack has checked their stamps.
+        live_values(keys_to_names, found, options)
+      end
+
+      # name => value for the names whose key found holds a live entry: Codec#live_value, as the
+      # hit path reads (a plain String, a cached JSON document say, is returned without an Entry
+      # built for it; the stack has checked the stamps). What is the same for every name is
+      # asked once: the version (none unless given, or a name is not a String), and whether a
+      # transaction open here changed tags. A failure decoding one (failsafe) is a miss for it.
+      def live_values(keys_to_names, found, options)
         raw = options[:raw]
-        keys_to_names.each_with_object({}) do |(key, name), results|
+        version = options[:version]&.to_param
+        none_pending = !Strata::TransactionTags.current
+        results = {}
+        keys_to_names.each do |key, name|
           next unless (bytes = found[key])
 
-          value = failsafe(Codec::MISS) { @codec.live_value(bytes, raw, normalize_version(name, options)) }
+          named = version || (expanded_version(name) unless name.instance_of?(String))
+          value = failsafe(Codec::MISS) { @codec.live_value(bytes, raw, named, none_pending) }
           results[name] = value unless Codec::MISS.equal?(value)
         end
+        results
       end
+
+      # key => name for names, as normalize_key makes each key (the namespace resolved once).
+      def normalized_keys(names, options)
+        namespace = options.key?(:namespace) ? options[:namespace] : @options[:namespace]
+        namespace = namespace.call if namespace.respond_to?(:call)
+        keys_to_names = {}
+        names.each do |name|
+          key = (name.instance_of?(String) && !name.empty?) ? name : normalize_key(name, NO_NAMESPACE)
+          if namespace
+            key = key.dup.force_encoding(Encoding::UTF_8) unless key.encoding == Encoding::UTF_8 || key.ascii_only?
+            key = "#{namespace}:#{key}"
+          end
+          keys_to_names[(key.bytesize <= MAX_KEY_BYTES) ? key : normalize_key(key, NO_NAMESPACE)] = name
+        end
+        keys_to_names
+      end
+
+      NO_NAMESPACE = {namespace: nil}.freeze
 
       # fetch_multi's read-through of the keys no tier held: each gets a fill (kept in fills until
       # fetch_multi ends, which finishes them), and what another caller filled meanwhile goes into
