@@ -87,8 +87,8 @@ static int get_is(strata_table *t, const char *key, const char *want)
     return want && b.len == strlen(want) && memcmp(b.data, want, b.len) == 0;
 }
 
-static strata_status put(strata_table *t, strata_op op, const char *key, const void *v, size_t vlen,
-                         uint64_t ttl_ms, uint64_t cas)
+static strata_status put_flagged(strata_table *t, strata_op op, const char *key, const void *v, size_t vlen,
+                                 uint64_t ttl_ms, uint64_t cas, unsigned flags)
 {
     strata_write_req r;
     memset(&r, 0, sizeof r);
@@ -99,7 +99,14 @@ static strata_status put(strata_table *t, strata_op op, const char *key, const v
     r.value_len = vlen;
     r.ttl_ms = ttl_ms;
     r.cas = cas;
+    r.flags = flags;
     return strata_write(t, &r, 1);
+}
+
+static strata_status put(strata_table *t, strata_op op, const char *key, const void *v, size_t vlen,
+                         uint64_t ttl_ms, uint64_t cas)
+{
+    return put_flagged(t, op, key, v, vlen, ttl_ms, cas, 0);
 }
 
 static strata_status set(strata_table *t, const char *key, const char *v)
@@ -216,16 +223,7 @@ static void test_expiry(void)
 
 static strata_status put_polled(strata_table *t, strata_op op, const char *key, const char *v)
 {
-    strata_write_req r;
-    memset(&r, 0, sizeof r);
-    r.op = op;
-    r.key = key;
-    r.key_len = strlen(key);
-    r.value = v;
-    r.value_len = strlen(v);
-    r.ttl_ms = 600000;
-    r.flags = STRATA_ITEM_POLLED;
-    return strata_write(t, &r, 1);
+    return put_flagged(t, op, key, v, strlen(v), 600000, 0, STRATA_ITEM_POLLED);
 }
 
 static uint64_t wall_ms(void)
