@@ -174,6 +174,23 @@ module Strata
           end
         end
 
+        # StrataStore#read_multi of a page of 75 cached 600 B Strings, each stamped with two tags,
+        # L1 alone: what Strata::Representation's collection reads (docs/representation.md).
+        class ReadMulti75L1 < FetchHitL1
+          PAGE = 75
+          DOCUMENT = %({"id":1,"title":"#{"x" * 560}"}).freeze
+
+          def initialize(env, name)
+            super
+            @keys = Array.new(PAGE) { |index| "#{@key}:page:#{index}" }
+            @keys.each_with_index { |key, index| @target.write(key, DOCUMENT, tags: ["bugs/#{index}", "projects/#{index % 7}"]) }
+          end
+
+          def call
+            raise "read_multi missed" unless @target.read_multi(*@keys).size == PAGE
+          end
+        end
+
         # All three tiers.
         class FetchHitFull < FetchHit
           def tiers
@@ -193,7 +210,8 @@ module Strata
           "fetch_hit_memcached" => FetchHitMemcached,
           "fetch_hit_l1_memcached_sql" => FetchHitFull,
           "write_l1" => WriteL1,
-          "read_miss_l1" => ReadMissL1
+          "read_miss_l1" => ReadMissL1,
+          "read_multi_75_l1" => ReadMulti75L1
         }.freeze
 
         def self.open(name, env)
