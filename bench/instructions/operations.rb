@@ -154,6 +154,21 @@ module Strata
           end
         end
 
+        # L1 over SQLite with the four tags of fetch_hit_l1_tagged: the stamps are checked against
+        # L1's copies of the SQL tier's versions. Against fetch_hit_l1_sql, what tags cost a hit
+        # of the embedded default. QUIET's coherence_interval keeps the copies for the whole run,
+        # so their refresh (four SQLite reads a second) is not counted.
+        class FetchHitL1SQLTagged < FetchHitL1SQL
+          def initialize(env, name)
+            super
+            @target.write(@key, VALUE, tags: FetchHitL1Tagged::TAGS)
+          end
+
+          def call
+            @target.fetch(@key, tags: FetchHitL1Tagged::TAGS) { raise "#{@key} missed" }
+          end
+        end
+
         # StrataStore#write of a 30 B value over a present key, L1 alone: a write's own work
         # (the entry's bytes, the table's set and its read-back, the host counters).
         class WriteL1 < FetchHitL1
@@ -207,6 +222,7 @@ module Strata
           "fetch_hit_l1" => FetchHitL1,
           "fetch_hit_l1_tagged" => FetchHitL1Tagged,
           "fetch_hit_l1_sql" => FetchHitL1SQL,
+          "fetch_hit_l1_sql_tagged" => FetchHitL1SQLTagged,
           "fetch_hit_memcached" => FetchHitMemcached,
           "fetch_hit_l1_memcached_sql" => FetchHitFull,
           "write_l1" => WriteL1,
