@@ -41,7 +41,7 @@ class FreshnessTest < DemoHTTP::Test
 
   # A page's rows are cached under the bugs' collection tag (BugJson.page_rows), as is the
   # total: a bug added by a raw INSERT (the triggers bump the collection tag) shows on the page
-  # past the last bug, and in the total, on both workers.
+  # past the last bug, and in the total, on both workers; a raw DELETE takes it away again.
   def test_a_bug_inserted_by_raw_sql_shows_on_its_page
     total = json(server.get("/bugs?start=0&size=1"))["total_size"]
     page = "/bugs?start=#{total}&size=10"
@@ -53,16 +53,27 @@ class FreshnessTest < DemoHTTP::Test
     now = Time.now.utc.strftime("%Y-%m-%d %H:%M:%S")
     server.execute_sql("INSERT INTO bugs (#{columns}) VALUES (#{values})", 1, 1, title, *(server.postgres? ? [now] : [now, now]))
 
-    shown = wait_until(RAW_SQL_BOUND) do
-      on_each_worker { server.get(page) }.all? do |response|
-        body = json(response)
-        body["entries"].map { |entry| entry["title"] } == [title] && body["total_size"] == total + 1
-      end
-    end
-    assert shown, "a raw INSERT was not on the page within #{RAW_SQL_BOUND} s"
+    assert page_shows(page, [title], total + 1), "a raw INSERT was not on the page within #{RAW_SQL_BOUND} s"
+
+    # The other tests count on the seeded 300 bugs: the bug goes, and every worker sees it gone.
+    server.execute_sql("DELETE FROM bugs WHERE title = #{server.postgres? ? "$1" : "?"}", title)
+    deleted = true
+    assert page_shows(page, [], total), "a raw DELETE was not on the page within #{RAW_SQL_BOUND} s"
+  ensure
+    server.execute_sql("DELETE FROM bugs WHERE title = #{server.postgres? ? "$1" : "?"}", title) if title && !deleted
   end
 
   private
+
+  # Whether, within RAW_SQL_BOUND, both workers' page shows bugs of these titles and this total.
+  def page_shows(page, titles, total)
+    wait_until(RAW_SQL_BOUND) do
+      on_each_worker { server.get(page) }.all? do |response|
+        body = json(response)
+        body["entries"].map { |entry| entry["title"] } == titles && body["total_size"] == total
+      end
+    end
+  end
 
   # Caches bug id's entry and page on both workers, yields the new title to the block that
   # changes it, then checks each worker's next entry and page show it.

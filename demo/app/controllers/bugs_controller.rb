@@ -11,16 +11,16 @@ class BugsController < ApplicationController
     start = integer_param(:start, 0, 0..)
     size = integer_param(:size, DEFAULT_SIZE, 1..MAX_SIZE)
 
-    # Without a cache every entry is built: load what they show in four queries, not four per
-    # bug. With one, the page's BugRows (cached under the bugs' collection tag) are enough for
-    # its cached entries.
-    bugs = if cache_name == "none"
-      Bug.order(:id).offset(start).limit(size).preload(:project, :owner, :tags)
-    else
-      BugJson.page_rows(cache_name, start, size)
-    end
+    page = Bug.order(:id).offset(start).limit(size)
     envelope = {"total_size" => BugJson.total_size(cache_name), "start" => start}
-    json = representation.collection(bugs, viewer: viewer, envelope: envelope)
+    json = begin
+      representation.collection(page_bugs(page, start, size), viewer: viewer, envelope: envelope)
+    rescue ActiveRecord::RecordNotFound
+      # The cached rows named a bug deleted since (its own tag reached this host a moment before
+      # the collection's, or another host deleted it within the coherence bound): the page's
+      # rows from the database this once.
+      representation.collection(BugRow.of(page), viewer: viewer, envelope: envelope)
+    end
     response.set_header("X-Cache-Misses", Current.builds.to_s)
     render json: json
   end
@@ -37,6 +37,13 @@ class BugsController < ApplicationController
   end
 
   private
+
+  # Without a cache every entry is built: load what they show in four queries, not four per bug.
+  # With one, the page's BugRows (cached under the bugs' collection tag) are enough for its
+  # cached entries.
+  def page_bugs(page, start, size)
+    (cache_name == "none") ? page.preload(:project, :owner, :tags) : BugJson.page_rows(cache_name, start, size)
+  end
 
   def render_entry(bug)
     json = representation.entry(bug, viewer: viewer)
