@@ -296,8 +296,10 @@ module Strata
     # the state's sequence number and applies what it finds; true when rows were left for the
     # next round.
     def poll
-      @sql.apply_raw_tags # the SQLite triggers' tags become log rows, read below
+      # Before the raw tags are converted: a change committed before now is in the log this
+      # round reads, which #vouch counts on.
       now = Entry.now
+      @sql.apply_raw_tags # the SQLite triggers' tags become log rows, read below
       state = read_state
       return resync(now, clear: false) if state && state[0] == FRESH
       return resync(now) if state.nil? || now - state[1] > @retention_ms / 2
