@@ -40,6 +40,14 @@ class PolledCopiesTest < Strata::StoreCase
     flunk "the poller did not settle"
   end
 
+  # Makes L1's copy of tag's version one read from the SQL tier (Dependencies#copy_up, the one
+  # path that writes a polled copy): the copy a creation or a bump leaves is a plain one.
+  def copy_from_sql(cache, tag)
+    cache.stack[:l1].delete(version_key(tag))
+    cache.stack.dependencies.versions([Strata::Dependencies.tag_id(tag)])
+    cache.stack[:l1].get(version_key(tag))
+  end
+
   def fill(cache, key, tag, value = "#{key} built")
     cache.fetch(key, tags: [tag]) { value }
   end
@@ -61,7 +69,7 @@ class PolledCopiesTest < Strata::StoreCase
     cache.stack[:l1].polled_until = Strata::Entry.now + 60_000 # as rounds every interval would keep it
     fill(cache, "page", "bugs/1")
     key = version_key("bugs/1")
-    copy = cache.stack[:l1].get(key)
+    copy = copy_from_sql(cache, "bugs/1")
     assert_equal 8, copy&.bytesize
 
     sleep INTERVAL * 3 # past a plain copy's TTL
@@ -85,7 +93,7 @@ class PolledCopiesTest < Strata::StoreCase
     settle(poller)
     here.stack[:l1].polled_until = Strata::Entry.now + 60_000
     fill(here, "page", "bugs/1")
-    old = here.stack[:l1].get(version_key("bugs/1"))
+    old = copy_from_sql(here, "bugs/1")
 
     assert there.invalidate_tags(["bugs/1"])
     assert_equal old, here.stack[:l1].get(version_key("bugs/1")), "no round ran here: the copy is the old version"
@@ -103,7 +111,8 @@ class PolledCopiesTest < Strata::StoreCase
     fill(here, "page", "bugs/1")
     settle(poller)
     assert here.stack[:l1].polled_until > Strata::Entry.now
-    fill(here, "page2", "bugs/2") # a polled copy of bugs/2's version
+    fill(here, "page2", "bugs/2")
+    copy_from_sql(here, "bugs/2") # a polled copy of bugs/2's version
 
     assert there.invalidate_tags(["bugs/1", "bugs/2"])
     settle(poller) # drops both copies, then vouches
@@ -129,8 +138,37 @@ class PolledCopiesTest < Strata::StoreCase
     @stores << cache
     l1 = cache.stack[:l1]
     assert wait_until(10) { l1.polled_until > Strata::Entry.now }, "the store's poller vouches"
-    cache.fetch("page", tags: ["bugs/1"]) { "built" }
+    cache.fetch("page", tags: ["bugs/1"]) { "built" } # the version is made: a plain copy
+    sleep INTERVAL * 3
+    assert_nil l1.get(version_key("bugs/1")), "the creation's copy lapsed"
+    cache.fetch("page", tags: ["bugs/1"]) { flunk "the SQL tier's version is the entry's" } # read from SQL: polled
     sleep INTERVAL * 3
     assert_equal 8, l1.get(version_key("bugs/1"))&.bytesize
+  end
+
+  # A bump's copy (and a creation's) is a plain one: nothing reads the SQL tier after it, so a
+  # bump by another host that the poller applied in between would be hidden behind a polled one.
+  def test_this_hosts_bump_leaves_a_plain_copy
+    cache, poller = host("a")
+    settle(poller)
+    cache.stack[:l1].polled_until = Strata::Entry.now + 60_000
+    assert cache.invalidate_tags(["bugs/1"])
+    assert_equal 8, cache.stack[:l1].get(version_key("bugs/1"))&.bytesize
+    sleep INTERVAL * 3
+    assert_nil cache.stack[:l1].get(version_key("bugs/1")), "a bump's copy lapses after coherence_interval"
+  end
+
+  # A round that could not drop a copy the log names (memcached's, say) vouches for nothing. L1's
+  # own copy can't stay readable that way: a delete L1 cannot make fences the key (table.h).
+  def test_a_round_that_could_not_drop_a_copy_does_not_vouch
+    here, poller = host("here")
+    there, _ = host("there")
+    settle(poller)
+    here.stack[:l1].polled_until = 1
+    assert there.invalidate_tags(["bugs/1"])
+    here.stack.dependencies.stub(:drop_copies, false) { settle(poller) }
+    assert_equal 1, here.stack[:l1].polled_until
+    settle(poller)
+    assert_operator here.stack[:l1].polled_until, :>, Strata::Entry.now
   end
 end

@@ -40,9 +40,11 @@ module Strata
     # Seconds the host tier keeps a copy of a version when tiers below it hold the authority.
     DEFAULT_COHERENCE_INTERVAL = 1.0
     VERSION_BYTES = 8
-    # Seconds a polled copy of a version lives at most (#host_write): a bound on the room copies
-    # of tags no longer used take, not on staleness, which the poller's vouch bounds.
-    POLLED_TTL = 3600
+    # Seconds a polled copy of a version lives at most (#host_write): the bound on a copy's
+    # staleness when the poller missed a change it could not see (a log row whose transaction
+    # committed after gap_timeout; Strata::Poller), and a tag read from below once per this
+    # many seconds instead of once per coherence_interval.
+    POLLED_TTL = 30
     # Version keys are kept per tag id, up to this many (then forgotten all at once): making one
     # costs more than the L1 lookup it is for.
     KEY_CACHE_SIZE = 4096
@@ -263,7 +265,7 @@ module Strata
       return if index == 0
 
       index.times do |above|
-        host_write(:add, above, key, bytes)
+        host_write(:add, above, key, bytes, polled: true)
       rescue TierError => error
         failed(error, above)
       end
@@ -312,16 +314,19 @@ module Strata
       bytes.unpack1(PACK)
     end
 
-    # set or add (operation) of a version's bytes to the tier at index, with that tier's TTL. The
-    # host tier's copy, when a poller keeps it current and vouches for the table now, is a
-    # polled one (table.h, POLLED ITEMS): it lives while the poller goes on vouching (each
-    # round that read the whole log vouches for coherence_interval past its start), up to
-    # POLLED_TTL, instead of lapsing every coherence_interval. When the poller has stopped
-    # vouching (its process stopped, the database down) polled copies read as absent, and new
-    # copies are plain ones that lapse after coherence_interval, as without a poller.
-    def host_write(operation, index, key, bytes)
+    # set or add (operation) of a version's bytes to the tier at index, with that tier's TTL.
+    # polled: the caller reads the source again after the write and drops the copy if it
+    # changed (#copy_up), so that a change the poller applied before the copy landed is not
+    # hidden behind it. The host tier's copy is then, when a poller keeps it current and vouches
+    # for the table now, a polled one (table.h, POLLED ITEMS): it lives while the poller goes on
+    # vouching (each round that read and applied the whole log vouches for coherence_interval
+    # past its start), up to POLLED_TTL, instead of lapsing every coherence_interval. When the
+    # poller has stopped vouching (its process stopped, the database down) polled copies read
+    # as absent, and new copies are plain ones that lapse after coherence_interval, as without a
+    # poller. A bump's or a creation's copy is a plain one: nothing reads the authority after it.
+    def host_write(operation, index, key, bytes, polled: false)
       tier = @tiers[index]
-      if tier.equal?(@polled) && tier.polled_until > Entry.now
+      if polled && tier.equal?(@polled) && tier.polled_until > Entry.now
         (operation == :set) ? tier.set_polled(key, bytes, POLLED_TTL) : tier.add_polled(key, bytes, POLLED_TTL)
       else
         (operation == :set) ? tier.set(key, bytes, ttl: @ttls[index]) : tier.add(key, bytes, ttl: @ttls[index])

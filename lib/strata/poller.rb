@@ -315,18 +315,20 @@ module Strata
       return resync(now) if rows.empty? && seq > 0 && log_behind?(seq)
 
       rows.concat(@sql.log_rows(gaps.keys)) unless gaps.empty?
-      apply(rows)
+      applied = apply(rows)
       seq = track_gaps(rows, seq, gaps, now)
       write_state(seq, now, gaps)
       more = rows.size >= PAGES_PER_ROUND * Tiers::SQL::LogStatements::PAGE
-      vouch(now) unless more
+      vouch(now) if applied && !more
       more
     end
 
     # Every change committed before now (when this round began to read the log) has been
     # applied to L1: its polled copies of tag versions (Dependencies#host_write; table.h, POLLED
-    # ITEMS) are good until coherence_interval after it. A round that fails, or leaves rows for
-    # the next, vouches for nothing; when no round vouches any more, they lapse.
+    # ITEMS) are good until coherence_interval after it. A round that fails, leaves rows for the
+    # next or could not drop a copy vouches for nothing; when no round vouches any more, they
+    # lapse. A change the log shows too late (a gap given up after gap_timeout) is not seen
+    # here: a copy it made stale lives until its POLLED_TTL.
     def vouch(now)
       @host.polled_until = now + @vouch_ms if @vouch_ms
     end
@@ -349,23 +351,29 @@ module Strata
     # A tag row drops the copies of the tag's version that differ from the authority's; a key
     # row, L1's copy of the key unless it is what the SQL tier holds now (read after the row
     # committed, so that copy is no older than the change: this host's own write, say, which
-    # then keeps its L1 copy); a clear row clears L1.
+    # then keeps its L1 copy); a clear row clears L1. Whether every tag's copies that had to go
+    # went (a failure is reported; the others raise).
     def apply(rows)
       keys = []
       cleared = false
+      dropped = true
       rows.each do |_id, tag_id, key|
         if tag_id
-          @dependencies.drop_copies(tag_id) # memcached's copy too, whether or not L1 is cleared
+          # memcached's copy too, whether or not L1 is cleared
+          dropped = false unless @dependencies.drop_copies(tag_id)
         elsif key
           keys << key.b
         else
           cleared = true
         end
       end
-      return drop_stale(keys.uniq) unless cleared
-
-      @host.clear
-      hold?
+      if cleared
+        @host.clear
+        hold?
+      else
+        drop_stale(keys.uniq)
+      end
+      dropped
     end
 
     # Deletes L1's copies of keys unless the SQL tier holds the same bytes.

@@ -24,6 +24,20 @@ class StrataStoreMultiTest < Strata::StoreCase
     assert_equal({:sym => 1, %w[compound key] => 2}, store.read_multi(:sym, %w[compound key]))
   end
 
+  # Keys over 250 bytes are shortened once, after the namespace is added, the same for every
+  # kind of name and every call: read_multi finds what write and fetch stored.
+  def test_read_multi_finds_long_names_under_a_namespace_as_write_stored_them
+    spaced = build_store(namespace: "ns")
+    long_string = "s" * 300
+    long_array = ["a" * 200, "b" * 100]
+    spaced.write(long_string, 1)
+    spaced.write(long_array, 2)
+    spaced.write(:short, 3)
+
+    assert_equal({long_string => 1, long_array => 2, :short => 3}, spaced.read_multi(long_string, long_array, :short))
+    assert_equal({long_array => 2}, spaced.fetch_multi(long_array) { flunk "fetch_multi missed what write stored" })
+  end
+
   def test_read_multi_skips_version_mismatches_and_expired_entries
     store.write("current", 1, version: "v1")
     store.write("stale", 2, version: "v1")

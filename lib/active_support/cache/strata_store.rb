@@ -613,7 +613,11 @@ module ActiveSupport
         namespace = namespace.call if namespace.respond_to?(:call)
         keys_to_names = {}
         names.each do |name|
-          key = (name.instance_of?(String) && !name.empty?) ? name : normalize_key(name, NO_NAMESPACE)
+          # Anything but a plain String name (an Array, a record, a blank) takes normalize_key's
+          # whole way: expanded, namespaced, then shortened once.
+          next keys_to_names[normalize_key(name, options)] = name unless name.instance_of?(String) && !name.empty?
+
+          key = name
           if namespace
             key = key.dup.force_encoding(Encoding::UTF_8) unless key.encoding == Encoding::UTF_8 || key.ascii_only?
             key = "#{namespace}:#{key}"
