@@ -2,6 +2,7 @@
 
 require "active_record"
 require "digest"
+require "strata/clock"
 require "strata/counters"
 require "strata/errors"
 require "strata/entry"
@@ -561,11 +562,29 @@ module Strata
         connection_class = Embedded.connection_class(path, pool: pool, busy_timeout: busy_timeout)
         sqlite_pool = Embedded.sqlite_pool(path, pool: pool, busy_timeout: busy_timeout)
         database = Database.new(connection_class, owned: true, sqlite_pool: sqlite_pool)
-        database.run_active_record(:create_table) { |c| Schema.create(c, @table_name) }
+        create_schema(database, busy_timeout)
         database
       rescue SystemCallError => e
         raise TierError.new("Strata L3 sqlite3:#{path}: #{e.message}", tier: :l3)
       end
+
+      # The tables, made unless there. Processes that open a new file at once each run DDL
+      # outside a transaction, and in WAL mode SQLite answers a schema change whose snapshot
+      # another process's change made stale with SQLITE_BUSY at once, without waiting (a
+      # Strata::RetryableError here): tried again, for up to busy_timeout seconds.
+      def create_schema(database, busy_timeout)
+        deadline = Clock.monotonic + busy_timeout
+        begin
+          database.run_active_record(:create_table) { |c| Schema.create(c, @table_name) }
+        rescue RetryableError
+          raise if Clock.monotonic >= deadline
+
+          sleep(SCHEMA_RETRY_PAUSE)
+          retry
+        end
+      end
+
+      SCHEMA_RETRY_PAUSE = 0.01
 
       # --- values --------------------------------------------------------------------------------
 
