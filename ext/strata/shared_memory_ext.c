@@ -347,14 +347,9 @@ static VALUE shm_cas(int argc, VALUE *argv, VALUE self)
     return shm_store(self, STRATA_OP_CAS, args[0], args[1], ttl, u64_of(args[2], "token"), 0);
 }
 
-/* set_polled(key, bytes, ttl) and add_polled(key, bytes, ttl): set and add of an item that is
- * live only while the host's poller vouches for the table (table.h, POLLED ITEMS); ttl in
- * seconds as set's, positional. For Strata::Dependencies' copies of tag versions. */
-static VALUE shm_set_polled(VALUE self, VALUE key, VALUE value, VALUE ttl)
-{
-    return shm_store(self, STRATA_OP_SET, key, value, ttl_ms_of(ttl), 0, STRATA_ITEM_POLLED);
-}
-
+/* add_polled(key, bytes, ttl): add of an item that is live only while the host's poller
+ * vouches for the table (table.h, POLLED ITEMS); ttl in seconds as add's, positional. For
+ * Strata::Dependencies' copies of tag versions read from below. */
 static VALUE shm_add_polled(VALUE self, VALUE key, VALUE value, VALUE ttl)
 {
     return shm_store(self, STRATA_OP_ADD, key, value, ttl_ms_of(ttl), 0, STRATA_ITEM_POLLED);
@@ -886,7 +881,6 @@ void strata_init_shared_memory(void)
     rb_define_method(c, "add", shm_add, -1);
     rb_define_method(c, "cas", shm_cas, -1);
     rb_define_method(c, "delete", shm_delete, 1);
-    rb_define_method(c, "set_polled", shm_set_polled, 3);
     rb_define_method(c, "add_polled", shm_add_polled, 3);
     rb_define_method(c, "polled_until", shm_polled_until, 0);
     rb_define_method(c, "polled_until=", shm_set_polled_until, 1);

@@ -20,7 +20,7 @@ module Strata
   # else memcached; else L1); the tiers above cache it. The host tier's copies live at most
   # coherence_interval seconds when there are tiers below it, so a host that missed another
   # host's bump (it bumped its own L1 only) reads the authority again at most that often; with a
-  # poller that keeps them current (polled:), while it vouches for them instead (#host_write). In the
+  # poller that keeps them current (polled:), while it vouches for them instead (#copy). In the
   # SQL tier versions share the entries table: its max_size/max_age expiry may drop one, which
   # only costs misses (above). Tag ids are 62 bits of the tag's SHA-256: two tags that collide
   # share a version, so invalidating one invalidates the other too, never less. Ids and versions
@@ -40,7 +40,7 @@ module Strata
     # Seconds the host tier keeps a copy of a version when tiers below it hold the authority.
     DEFAULT_COHERENCE_INTERVAL = 1.0
     VERSION_BYTES = 8
-    # Seconds a polled copy of a version lives at most (#host_write): the bound on a copy's
+    # Seconds a polled copy of a version lives at most (#copy): the bound on a copy's
     # staleness when the poller missed a change it could not see (a log row whose transaction
     # committed after gap_timeout; Strata::Poller), and a tag read from below once per this
     # many seconds instead of once per coherence_interval.
@@ -58,7 +58,7 @@ module Strata
     # tiers and names: the stack's, top first. on_error: as Stack's (error, tier_name).
     # coherence_interval: seconds (> 0) a tier above the bottom keeps a version copied from below.
     # polled: whether a poller (Strata::Poller) keeps this host's copies current; the host tier's
-    #   copies then live while it vouches for them (#host_write), not coherence_interval.
+    #   copies then live while it vouches for them (#copy), not coherence_interval.
     def initialize(tiers, names, on_error: nil, coherence_interval: DEFAULT_COHERENCE_INTERVAL, polled: false)
       unless coherence_interval.is_a?(Numeric) && coherence_interval > 0
         raise ArgumentError, "coherence_interval must be a number of seconds > 0, got #{coherence_interval.inspect}"
@@ -76,7 +76,7 @@ module Strata
       @coherence_interval = coherence_interval.to_f
       # The host tier when a poller keeps its copies current and it can keep polled copies.
       @polled = tiers[@host_index] if polled && @host_index && @host_index < bottom &&
-        tiers[@host_index].respond_to?(:set_polled)
+        tiers[@host_index].respond_to?(:add_polled)
       # The top tier when it is the host tier and checks an entry's stamps itself (L1:
       # SharedMemory#check_stamps, one C call that makes no object): #current?'s fast path.
       @checker = tiers[0] if @host_index == 0 && tiers[0].respond_to?(:check_stamps)
@@ -153,7 +153,7 @@ module Strata
       (@tiers.size - 1).downto(0) do |index|
         fresh.each do |key, bytes|
           stored = begin
-            host_write(:set, index, key, bytes)
+            @tiers[index].set(key, bytes, ttl: @ttls[index])
           rescue TierError => error
             failed(error, index)
             false
@@ -173,7 +173,7 @@ module Strata
       key = version_key(id)
       return dropped?(key, @host_index) unless version
 
-      host_write(:set, @host_index, key, [version].pack(PACK)) || dropped?(key, @host_index)
+      @tiers[@host_index].set(key, [version].pack(PACK), ttl: @ttls[@host_index]) || dropped?(key, @host_index)
     rescue TierError => error
       failed(error, @host_index)
       dropped?(key, @host_index)
@@ -265,7 +265,7 @@ module Strata
       return if index == 0
 
       index.times do |above|
-        host_write(:add, above, key, bytes, polled: true)
+        copy(above, key, bytes)
       rescue TierError => error
         failed(error, above)
       end
@@ -288,7 +288,7 @@ module Strata
         tier = @tiers[index]
         unless settled
           added = begin
-            host_write(:add, index, key, bytes)
+            tier.add(key, bytes, ttl: @ttls[index])
           rescue TierError => error
             failed(error, index)
             next
@@ -306,7 +306,7 @@ module Strata
           next
         end
         begin
-          host_write(:add, index, key, bytes)
+          tier.add(key, bytes, ttl: @ttls[index])
         rescue TierError => error
           failed(error, index)
         end
@@ -314,23 +314,21 @@ module Strata
       bytes.unpack1(PACK)
     end
 
-    # set or add (operation) of a version's bytes to the tier at index, with that tier's TTL.
-    # polled: the caller reads the source again after the write and drops the copy if it
-    # changed (#copy_up), so that a change the poller applied before the copy landed is not
-    # hidden behind it. The host tier's copy is then, when a poller keeps it current and vouches
-    # for the table now, a polled one (table.h, POLLED ITEMS): it lives while the poller goes on
-    # vouching (each round that read and applied the whole log vouches for coherence_interval
-    # past its start), up to POLLED_TTL, instead of lapsing every coherence_interval. When the
-    # poller has stopped vouching (its process stopped, the database down) polled copies read
-    # as absent, and new copies are plain ones that lapse after coherence_interval, as without a
-    # poller. A bump's or a creation's copy is a plain one: nothing reads the authority after it.
-    def host_write(operation, index, key, bytes, polled: false)
+    # #copy_up's add of a version's bytes to the tier at index, which #copy_up reads the source
+    # again after, dropping the copy if it changed: so a change the poller applied before the
+    # copy landed is not hidden behind it. The host tier's copy is, when a poller keeps it
+    # current and vouches for the table now, a polled one (table.h, POLLED ITEMS): it lives
+    # while the poller goes on vouching (each round that read and applied the whole log vouches
+    # for coherence_interval past its start), up to POLLED_TTL, instead of lapsing every
+    # coherence_interval. When the poller has stopped vouching (its process stopped, the
+    # database down) polled copies read as absent, and new copies are plain ones that lapse
+    # after coherence_interval, as without a poller. A bump's and a creation's copies are plain
+    # ones: nothing reads the authority after them.
+    def copy(index, key, bytes)
       tier = @tiers[index]
-      if polled && tier.equal?(@polled) && tier.polled_until > Entry.now
-        (operation == :set) ? tier.set_polled(key, bytes, POLLED_TTL) : tier.add_polled(key, bytes, POLLED_TTL)
-      else
-        (operation == :set) ? tier.set(key, bytes, ttl: @ttls[index]) : tier.add(key, bytes, ttl: @ttls[index])
-      end
+      return tier.add_polled(key, bytes, POLLED_TTL) if tier.equal?(@polled) && tier.polled_until > Entry.now
+
+      tier.add(key, bytes, ttl: @ttls[index])
     end
 
     # A version's value, or nil when the bytes under key are not one (then dropped, so that a

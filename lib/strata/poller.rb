@@ -324,7 +324,7 @@ module Strata
     end
 
     # Every change committed before now (when this round began to read the log) has been
-    # applied to L1: its polled copies of tag versions (Dependencies#host_write; table.h, POLLED
+    # applied to L1: its polled copies of tag versions (Dependencies#copy; table.h, POLLED
     # ITEMS) are good until coherence_interval after it. A round that fails, leaves rows for the
     # next or could not drop a copy vouches for nothing; when no round vouches any more, they
     # lapse. A change the log shows too late (a gap given up after gap_timeout) is not seen

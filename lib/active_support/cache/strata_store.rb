@@ -617,11 +617,7 @@ module ActiveSupport
           # whole way: expanded, namespaced, then shortened once.
           next keys_to_names[normalize_key(name, options)] = name unless name.instance_of?(String) && !name.empty?
 
-          key = name
-          if namespace
-            key = key.dup.force_encoding(Encoding::UTF_8) unless key.encoding == Encoding::UTF_8 || key.ascii_only?
-            key = "#{namespace}:#{key}"
-          end
+          key = namespace ? prefixed(name, namespace) : name
           keys_to_names[(key.bytesize <= MAX_KEY_BYTES) ? key : normalize_key(key, NO_NAMESPACE)] = name
         end
         keys_to_names
@@ -708,8 +704,11 @@ module ActiveSupport
 
       def namespaced(key, namespace)
         namespace = namespace.call if namespace.respond_to?(:call)
-        return key unless namespace
+        namespace ? prefixed(key, namespace) : key
+      end
 
+      # key under namespace (already called, when it is a callable).
+      def prefixed(key, namespace)
         key = key.dup.force_encoding(Encoding::UTF_8) unless key.encoding == Encoding::UTF_8 || key.ascii_only?
         "#{namespace}:#{key}"
       end
