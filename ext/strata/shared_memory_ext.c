@@ -18,6 +18,7 @@
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 #include <ruby.h>
 #include <ruby/thread.h>
+#include <ruby/encoding.h>
 #pragma GCC diagnostic pop
 
 #include <errno.h>
@@ -577,6 +578,63 @@ static VALUE shm_get_current(VALUE self, VALUE key)
     return v;
 }
 
+/* The encoding index of a plain entry's kind (strata_entry_plain). */
+static int plain_encindex(int kind)
+{
+    if (kind == STRATA_ENTRY_UTF8) return rb_utf8_encindex();
+    if (kind == STRATA_ENTRY_ASCII) return rb_usascii_encindex();
+    return rb_ascii8bit_encindex();
+}
+
+/* get_plain_multi(keys): [plain, held], get_multi for a reader that takes an entry holding a
+ * bare String as its value (Strata::Tier#get_plain_multi, Stack#get_multi_plain). plain:
+ * {key => the value String} for the keys whose entry strata_entry_plain takes, stamps checked
+ * current in the same call (its encoding set, a String sharing the copy's buffer). held:
+ * {key => bytes} for the other entries found, but a stamped one whose stamps are not all
+ * current here: that key is in neither, as a miss is. Only what is returned counts, as hits:
+ * the caller reads the keys in neither again (Stack#get_multi), which counts them then. */
+static VALUE shm_get_plain_multi(VALUE self, VALUE keys)
+{
+    VALUE plain = rb_hash_new(), held = rb_hash_new();
+    long n;
+
+    keys = rb_convert_type(keys, T_ARRAY, "Array", "to_ary");
+    shm_open_handle(self);
+    n = RARRAY_LEN(keys);
+    /* Bound: at most n lookups, each with at most 65535 stamps checked. As in get_multi, the
+     * handle is taken again for every key and keys' length read again before each one: storing
+     * into a Hash may run a String subclass's eql?. */
+    for (long i = 0; i < n && i < RARRAY_LEN(keys); i++) {
+        VALUE key = RARRAY_AREF(keys, i), v, value;
+        shm *s;
+        size_t at = 0;
+        int stamped = 0, kind;
+
+        v = shm_read_counted(shm_open_handle(self), key, NULL, 0);
+        if (NIL_P(v)) continue;
+        /* The read may have allocated, and so collected: the handle is taken again. v is this
+         * call's own copy (or a String sharing the memo's frozen buffer): read, never trusted
+         * from the table twice. */
+        s = shm_open_handle(self);
+        kind = strata_entry_plain(RSTRING_PTR(v), (size_t)RSTRING_LEN(v), &at, &stamped);
+        if (kind ? stamped : strata_entry_stamped(RSTRING_PTR(v), (size_t)RSTRING_LEN(v))) {
+            if (strata_entry_stamps_check(s->t, RSTRING_PTR(v), (size_t)RSTRING_LEN(v), &s->tag_keys) !=
+                STRATA_STAMPS_CURRENT)
+                continue;
+        }
+        count_l1(s, RSTRING_PTR(key), STRATA_TC_HITS);
+        if (!kind) {
+            rb_hash_aset(held, key, v);
+            continue;
+        }
+        value = rb_str_subseq(v, (long)at, RSTRING_LEN(v) - (long)at);
+        rb_enc_associate_index(value, plain_encindex(kind));
+        rb_hash_aset(plain, key, value);
+        RB_GC_GUARD(v);
+    }
+    return rb_assoc_new(plain, held);
+}
+
 static void keys_each(void *ctx, const void *key, size_t len)
 {
     rb_ary_push((VALUE)ctx, rb_str_new(key, (long)len));
@@ -888,6 +946,7 @@ void strata_init_shared_memory(void)
     rb_define_method(c, "decr", shm_decr, -1);
     rb_define_method(c, "check_stamps", shm_check_stamps, 1);
     rb_define_method(c, "get_current", shm_get_current, 1);
+    rb_define_method(c, "get_plain_multi", shm_get_plain_multi, 1);
     rb_define_method(c, "keys", shm_keys, 0);
     rb_define_method(c, "cleanup", shm_cleanup, 0);
     rb_define_method(c, "clear", shm_clear, 0);

@@ -120,3 +120,27 @@ int strata_entry_stamped(const void *bytes, size_t len)
 
     return len >= 2 && (p[0] == ENTRY_MARKER || p[0] == ENTRY_PUT_BACK_MARKER) && (p[1] & ENTRY_STAMPED) != 0;
 }
+
+int strata_entry_plain(const void *bytes, size_t len, size_t *at, int *stamped)
+{
+    const unsigned char *p = bytes;
+    unsigned kind, flags, count;
+
+    if (len < ENTRY_HEADER_BYTES || p[0] != ENTRY_MARKER) return 0;
+    flags = p[1];
+    kind = flags & ~(unsigned)ENTRY_STAMPED;
+    if (kind != STRATA_ENTRY_BINARY && kind != STRATA_ENTRY_UTF8 && kind != STRATA_ENTRY_ASCII) return 0;
+    for (int i = 2; i < ENTRY_VERSION_AT + 2; i++) /* expires_at and the version length */
+        if (p[i] != 0) return 0;
+    count = load_le16(p + ENTRY_VERSION_AT + 2);
+    if (!(flags & ENTRY_STAMPED)) {
+        if (count != 0) return 0;
+        *at = ENTRY_HEADER_BYTES;
+        *stamped = 0;
+        return (int)kind;
+    }
+    if (count == 0 || count > (len - ENTRY_HEADER_BYTES) / STAMP_BYTES) return 0;
+    *at = ENTRY_HEADER_BYTES + (size_t)count * STAMP_BYTES;
+    *stamped = 1;
+    return (int)kind;
+}

@@ -87,4 +87,17 @@ strata_stamps strata_entry_stamps_check(strata_table *t, const void *bytes, size
  * flags byte. Two bytes read, nothing else checked (Entry.stamped? in Ruby). */
 int strata_entry_stamped(const void *bytes, size_t len);
 
+/* The kinds of a bare String payload (the flags byte's KIND bits, lib/strata/entry.rb). */
+#define STRATA_ENTRY_BINARY 0x04
+#define STRATA_ENTRY_UTF8 0x06
+#define STRATA_ENTRY_ASCII 0x08
+
+/* Whether bytes[0..len) are an entry whose value is a bare String, as Entry.plain_string in Ruby
+ * takes it: the MARKER (not a put-back), no flag but a String kind and STAMPED, expires_at 0,
+ * no version, and with STAMPED at least one stamp, all inside len. Returns the kind
+ * (STRATA_ENTRY_BINARY, _UTF8 or _ASCII) and sets *at to the payload's offset and *stamped to
+ * whether there are stamps (which the caller checks: strata_entry_stamps_check); 0 for any
+ * other bytes, *at and *stamped then unset. Every length is checked against len. */
+int strata_entry_plain(const void *bytes, size_t len, size_t *at, int *stamped);
+
 #endif

@@ -295,6 +295,71 @@ static void test_entry_stamped(void)
     CHECK(!strata_entry_stamped(entry, len));
 }
 
+/* An entry holding a bare String, as strata_entry_plain takes it: kind and flags byte, no
+ * version, no expiry, stamps (count) and the payload "plain". */
+static size_t make_plain(unsigned char *out, unsigned flags, size_t count)
+{
+    size_t at = 0;
+    out[at++] = 0xE1;
+    out[at++] = (unsigned char)flags;
+    put_le64(out + at, 0);
+    at += 8;
+    out[at++] = 0;
+    out[at++] = 0;
+    out[at++] = (unsigned char)(count & 0xff);
+    out[at++] = (unsigned char)(count >> 8);
+    for (size_t i = 0; i < count; i++) {
+        put_le64(out + at, 41 + i);
+        put_le64(out + at + 8, 1);
+        at += 16;
+    }
+    memcpy(out + at, "plain", 5);
+    return at + 5;
+}
+
+/* strata_entry_plain takes the three String kinds, with and without stamps, and nothing else:
+ * no other flag, no expiry, no version, no put-back, every length within len. */
+static void test_entry_plain(void)
+{
+    unsigned char entry[256];
+    size_t len, at = 0;
+    int stamped = -1;
+
+    len = make_plain(entry, STRATA_ENTRY_UTF8, 0);
+    CHECK(strata_entry_plain(entry, len, &at, &stamped) == STRATA_ENTRY_UTF8);
+    CHECK(at == 14 && stamped == 0);
+    CHECK(strata_entry_plain(entry, 14, &at, &stamped) == STRATA_ENTRY_UTF8); /* empty String */
+    CHECK(strata_entry_plain(entry, 13, &at, &stamped) == 0);
+    len = make_plain(entry, STRATA_ENTRY_BINARY | 0x80, 2);
+    CHECK(strata_entry_plain(entry, len, &at, &stamped) == STRATA_ENTRY_BINARY);
+    CHECK(at == 14 + 32 && stamped == 1);
+    for (size_t cut = 0; cut < 14 + 32; cut++) CHECK(strata_entry_plain(entry, cut, &at, &stamped) == 0);
+    len = make_plain(entry, STRATA_ENTRY_ASCII, 0);
+    CHECK(strata_entry_plain(entry, len, &at, &stamped) == STRATA_ENTRY_ASCII);
+
+    len = make_plain(entry, STRATA_ENTRY_UTF8 | 0x80, 0); /* STAMPED without stamps */
+    CHECK(strata_entry_plain(entry, len, &at, &stamped) == 0);
+    len = make_plain(entry, STRATA_ENTRY_UTF8, 1); /* stamps without STAMPED */
+    CHECK(strata_entry_plain(entry, len, &at, &stamped) == 0);
+    for (unsigned flags = 0; flags < 256; flags++) {
+        unsigned kind = flags & 0x7F;
+        int plain = kind == STRATA_ENTRY_BINARY || kind == STRATA_ENTRY_UTF8 || kind == STRATA_ENTRY_ASCII;
+        len = make_plain(entry, flags, (flags & 0x80) ? 1 : 0);
+        CHECK((strata_entry_plain(entry, len, &at, &stamped) != 0) == plain);
+    }
+    len = make_plain(entry, STRATA_ENTRY_UTF8, 0);
+    entry[9] = 1; /* an expiry */
+    CHECK(strata_entry_plain(entry, len, &at, &stamped) == 0);
+    entry[9] = 0;
+    entry[10] = 1; /* a version */
+    CHECK(strata_entry_plain(entry, len, &at, &stamped) == 0);
+    entry[10] = 0;
+    entry[0] = 0xE3; /* put back for race_condition_ttl: the decoder's */
+    CHECK(strata_entry_plain(entry, len, &at, &stamped) == 0);
+    entry[0] = '4';
+    CHECK(strata_entry_plain(entry, len, &at, &stamped) == 0);
+}
+
 /* The memo keeps one hash per slot: ids that share a slot take turns, and a hash that is not
  * the key's (a memo kept for another table) finds nothing, so the stamp is never passed. */
 static void test_key_memo(void)
@@ -445,6 +510,7 @@ int main(void)
     run("malformed_version_is_unknown", test_malformed_version_is_unknown);
     run("malformed_entry_is_unknown", test_malformed_entry_is_unknown);
     run("entry_stamped", test_entry_stamped);
+    run("entry_plain", test_entry_plain);
     run("key_memo", test_key_memo);
     run("fenced_version_is_unknown", test_fenced_version_is_unknown);
     run("concurrent_bump", test_concurrent_bump);

@@ -578,8 +578,17 @@ module ActiveSupport
 
       def read_multi_entries(names, event: nil, **options)
         keys_to_names = normalized_keys(names, options)
-        found = @stack.get_multi(keys_to_names.keys, event)
         state = read_throughs
+        none_pending = !Strata::TransactionTags.current
+        # A plain read: the host tier's bare Strings come back as values, stamps checked in the
+        # same call, unless what a read's stamps are handed to (a transaction's pending tags, a
+        # computation's dependencies) is waiting for them.
+        if !state.multi_unread && none_pending && @stamp_reads.idle?
+          plain, found = @stack.get_multi_plain(keys_to_names.keys, event)
+          return live_values(keys_to_names, found, options, plain)
+        end
+
+        found = @stack.get_multi(keys_to_names.keys, event)
         if state.multi_unread
           state.multi_unread = false # only fetch_multi's own read reads through
           read_through_misses(keys_to_names.keys - found.keys, found, state.multi, event || state.multi_event)
@@ -592,12 +601,16 @@ module ActiveSupport
       # built for it; the stack has checked the stamps). What is the same for every name is
       # asked once: the version (none unless given, or a name is not a String), and whether a
       # transaction open here changed tags. A failure decoding one (failsafe) is a miss for it.
-      def live_values(keys_to_names, found, options)
+      def live_values(keys_to_names, found, options, plain = nil)
         raw = options[:raw]
         version = options[:version]&.to_param
         none_pending = !Strata::TransactionTags.current
         results = {}
         keys_to_names.each do |key, name|
+          if plain && (value = plain[key])
+            results[name] = value
+            next
+          end
           next unless (bytes = found[key])
 
           named = version || (expanded_version(name) unless name.instance_of?(String))

@@ -36,6 +36,12 @@ module ActiveSupport
           @lock.synchronize { @running -= 1 }
         end
 
+        # Whether no computation or read-through is current in any fiber: nothing a read's stamps
+        # would be added to (a read may then skip handing them over: Stack#get_multi_plain).
+        def idle?
+          @running == 0
+        end
+
         def call(key, bytes)
           return if @running == 0
 
