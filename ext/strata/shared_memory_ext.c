@@ -586,30 +586,36 @@ static int plain_encindex(int kind)
     return rb_ascii8bit_encindex();
 }
 
-/* get_plain_multi(keys): [plain, held], get_multi for a reader that takes an entry holding a
- * bare String as its value (Strata::Tier#get_plain_multi, Stack#get_multi_plain). plain:
- * {key => the value String} for the keys whose entry strata_entry_plain takes, stamps checked
- * current in the same call (its encoding set, a String sharing the copy's buffer). held:
- * {key => bytes} for the other entries found, but a stamped one whose stamps are not all
- * current here: that key is in neither, as a miss is. Only what is returned counts, as hits:
- * the caller reads the keys in neither again (Stack#get_multi), which counts them then. */
+/* get_plain_multi(keys): [values, held], get_multi for a reader that takes an entry holding a
+ * bare String as its value (Strata::Tier#get_plain_multi, Stack#get_multi_plain). values: an
+ * Array as long as keys (as keys was when the call began), at each key's index the value String
+ * when its entry is one strata_entry_plain takes, stamps checked current in the same call (its
+ * encoding set, a String sharing the copy's buffer), else nil. held: {key => bytes} for the
+ * other entries found, but a stamped one whose stamps are not all current here: that key is in
+ * neither, as a miss is. Only what is returned counts, as hits: the caller reads the keys in
+ * neither again (Stack#get_multi), which counts them then. An Array rather than a Hash: the
+ * page's keys are not hashed again, and no key is copied to be frozen. */
 static VALUE shm_get_plain_multi(VALUE self, VALUE keys)
 {
-    VALUE plain = rb_hash_new(), held = rb_hash_new();
+    VALUE values, held = Qnil;
     long n;
 
     keys = rb_convert_type(keys, T_ARRAY, "Array", "to_ary");
     shm_open_handle(self);
     n = RARRAY_LEN(keys);
+    values = rb_ary_new_capa(n);
     /* Bound: at most n lookups, each with at most 65535 stamps checked. As in get_multi, the
      * handle is taken again for every key and keys' length read again before each one: storing
-     * into a Hash may run a String subclass's eql?. */
-    for (long i = 0; i < n && i < RARRAY_LEN(keys); i++) {
-        VALUE key = RARRAY_AREF(keys, i), v, value;
+     * into held may run a String subclass's eql?, which may change keys or close the table. */
+    for (long i = 0; i < n; i++) {
+        VALUE key, v, value;
         shm *s;
         size_t at = 0;
         int stamped = 0, kind;
 
+        rb_ary_store(values, i, Qnil);
+        if (i >= RARRAY_LEN(keys)) continue;
+        key = RARRAY_AREF(keys, i);
         v = shm_read_counted(shm_open_handle(self), key, NULL, 0);
         if (NIL_P(v)) continue;
         /* The read may have allocated, and so collected: the handle is taken again. v is this
@@ -624,15 +630,16 @@ static VALUE shm_get_plain_multi(VALUE self, VALUE keys)
         }
         count_l1(s, RSTRING_PTR(key), STRATA_TC_HITS);
         if (!kind) {
+            if (NIL_P(held)) held = rb_hash_new();
             rb_hash_aset(held, key, v);
             continue;
         }
         value = rb_str_subseq(v, (long)at, RSTRING_LEN(v) - (long)at);
         rb_enc_associate_index(value, plain_encindex(kind));
-        rb_hash_aset(plain, key, value);
+        rb_ary_store(values, i, value);
         RB_GC_GUARD(v);
     }
-    return rb_assoc_new(plain, held);
+    return rb_assoc_new(values, NIL_P(held) ? rb_hash_new() : held);
 }
 
 static void keys_each(void *ctx, const void *key, size_t len)

@@ -193,25 +193,25 @@ module Strata
     end
 
     # get_multi for a reader that takes an entry holding a bare String as its value, and has
-    # nothing for on_stamps to hear (the caller's word): [plain, found], plain {key => the value
-    # String} for the keys whose host tier copy is such an entry and current, checked in one call
-    # of the tier (Tier#get_plain_multi); found as get_multi gives it for every other key.
+    # nothing for on_stamps to hear (the caller's word): [plain, found], plain an Array as long
+    # as keys, at a key's index the value String when the host tier's copy is such an entry and
+    # current (checked in one call of the tier, Tier#get_plain_multi), else nil; found as
+    # get_multi gives it for every other key.
     def get_multi_plain(keys, info = nil)
-      return [NONE_FOUND, get_multi(keys, info)] unless @host_index == 0
+      return [NONE_PLAIN, get_multi(keys, info)] unless @host_index == 0
 
       plain, found = begin
         @tiers[0].get_plain_multi(keys)
       rescue TierError
-        return [NONE_FOUND, get_multi(keys, info)] # get_multi reports it
+        return [NONE_PLAIN, get_multi(keys, info)] # get_multi reports it
       end
-      info[:tier] = @names[0] if info && !(plain.empty? && found.empty?)
-      return [plain, found] if plain.size + found.size == keys.size
-
-      rest = keys.reject { |key| plain.key?(key) || found.key?(key) }
-      [plain, found.merge!(get_multi(rest, info))]
+      missing = nil
+      keys.each_with_index { |key, index| (missing ||= []) << key unless plain[index] || found.key?(key) }
+      info[:tier] = @names[0] if info && missing&.size != keys.size
+      missing ? [plain, found.merge!(get_multi(missing, info))] : [plain, found]
     end
 
-    NONE_FOUND = {}.freeze
+    NONE_PLAIN = [].freeze
 
     # Store bytes in every tier, bottom-up. True when a tier stored it, none refused, and every
     # tier that failed now reads key as a miss. A tier that refuses, fails (see #write_tiers) or

@@ -53,13 +53,13 @@ module Strata
 
     # Optional. #get_multi for the stack's read of the host tier for a reader that takes an entry
     # holding a bare String (Entry.plain_string) as its value (Stack#get_multi_plain): [plain,
-    # held], plain {key => the value String} for such entries, current (a tier that holds tag
-    # versions checks their stamps in the same call), held {key => bytes} for the other entries
-    # found, except a stamped one not found current, which is in neither, as a miss. Counts only
-    # what it returns, as hits: the stack reads the keys in neither again. By default, nothing
-    # found: the stack reads every key again.
+    # held], plain an Array as long as keys, at a key's index the value String of such an entry,
+    # current (a tier that holds tag versions checks their stamps in the same call), else nil;
+    # held {key => bytes} for the other entries found, except a stamped one not found current,
+    # which is in neither, as a miss. Counts only what it returns, as hits: the stack reads the
+    # keys in neither again. By default, nothing found: the stack reads every key again.
     def get_plain_multi(_keys)
-      [{}, {}]
+      [[], {}]
     end
 
     # Optional. #get for the stack's read-back of its own write (Stack#settle): a tier that keeps

@@ -209,6 +209,26 @@ class StrataStoreTagsTest < Strata::StoreCase
     end
   end
 
+  # read_multi takes L1's cached Strings in one call; what L1 lacks comes from below, and each
+  # value comes back under its own name whichever way it went.
+  def test_read_multi_mixes_l1_strings_with_what_the_tiers_below_hold
+    cache = layout_store(:l1_sql)
+    cache.write("in_l1", "one", tags: ["t"])
+    cache.write("below", "two", tags: ["t"])
+    cache.write("object", {"three" => 3}, tags: ["u"])
+    l1 = ActiveSupport::Cache::StrataStore.new(l1: {path: table_path, size: TABLE_SIZE}, namespace: @namespace)
+    l1.delete("below") # from L1 only: the SQL tier keeps it
+
+    assert_equal({"object" => {"three" => 3}, "below" => "two", "in_l1" => "one"},
+      cache.read_multi("object", "missing", "below", "in_l1"))
+    assert_equal({"below" => "two"}, l1.read_multi("below"), "copied up to L1 by the read")
+
+    cache.invalidate_tags("t")
+    assert_equal({"object" => {"three" => 3}}, cache.read_multi("in_l1", "below", "object"))
+  ensure
+    l1&.close
+  end
+
   def test_write_multi_with_tags
     cache = layout_store(:l1_memcached)
     cache.write_multi({"a" => 1, "b" => 2}, tags: ["t"])

@@ -584,8 +584,9 @@ module ActiveSupport
         # same call, unless what a read's stamps are handed to (a transaction's pending tags, a
         # computation's dependencies) is waiting for them.
         if !state.multi_unread && none_pending && @stamp_reads.idle?
-          plain, found = @stack.get_multi_plain(keys_to_names.keys, event)
-          return live_values(keys_to_names, found, options, plain)
+          keys = keys_to_names.keys
+          plain, found = @stack.get_multi_plain(keys, event)
+          return live_values(keys_to_names, found, options, keys, plain)
         end
 
         found = @stack.get_multi(keys_to_names.keys, event)
@@ -601,13 +602,17 @@ module ActiveSupport
       # built for it; the stack has checked the stamps). What is the same for every name is
       # asked once: the version (none unless given, or a name is not a String), and whether a
       # transaction open here changed tags. A failure decoding one (failsafe) is a miss for it.
-      def live_values(keys_to_names, found, options, plain = nil)
+      # plain: the values Stack#get_multi_plain found, by the index of their key in keys
+      # (keys_to_names' keys), taken as they are.
+      def live_values(keys_to_names, found, options, keys = nil, plain = nil)
         raw = options[:raw]
         version = options[:version]&.to_param
         none_pending = !Strata::TransactionTags.current
         results = {}
+        index = -1
         keys_to_names.each do |key, name|
-          if plain && (value = plain[key])
+          index += 1
+          if plain && (value = plain[index])
             results[name] = value
             next
           end
