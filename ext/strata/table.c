@@ -441,10 +441,20 @@ static uint32_t item_checksum(uint64_t key_hash, const struct item_hdr *h, const
 }
 
 /* item_checksum of the value at src, which it copies to dst on the way: one read of src, and
- * the checksum is of the copy (strata_hash64_copy). */
+ * the checksum is of the copy (strata_hash64_copy). For a read: src is the table's. */
 static uint32_t item_checksum_copy(uint64_t key_hash, const struct item_hdr *h, uint8_t *dst, const void *src)
 {
     return checksum_fold(strata_hash64_copy(dst, src, h->value_len, item_checksum_seed(key_hash, h)));
+}
+
+/* item_checksum of head followed by value (h->value_len bytes in all), which it copies to dst on
+ * the way, hashing the caller's bytes (strata_hash64_copy_parts). For a write: dst is the
+ * table's, written and not read back; head and value are the writer's own and do not change. */
+static uint32_t item_checksum_copy_parts(uint64_t key_hash, const struct item_hdr *h, uint8_t *dst, const void *head,
+                                         size_t head_len, const void *value)
+{
+    return checksum_fold(strata_hash64_copy_parts(dst, head, head_len, value, h->value_len - head_len,
+                                                  item_checksum_seed(key_hash, h)));
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -966,8 +976,10 @@ static void ensure_space(strata_table *t, uint32_t s, cursor *c, uint64_t need)
 
 /* Write an item whose value is head followed by value at the cursor (ensure_space made room
  * for it), advance the cursor, store the new fill and return the item's loc. The bytes are
- * fresh: no slot points there, and only the lock holder writes them, so the checksum is taken
- * over the value as copied there (still in cache), not over the caller's separate parts. */
+ * fresh: no slot points there, and only the lock holder writes them. The value is copied and
+ * checksummed in one pass over the caller's head and value (item_checksum_copy_parts), which
+ * are the writer's own and do not change during strata_write (its contract in table.h), so the
+ * checksum equals one over the bytes as stored; the table's bytes are not read back. */
 static uint32_t item_append(strata_table *t, uint32_t s, cursor *c, const keyref *k, const void *key,
                             size_t key_len, const void *head, size_t head_len, const void *value,
                             size_t value_len, uint64_t expires_ms, uint8_t flags)
@@ -985,10 +997,8 @@ static uint32_t item_append(strata_table *t, uint32_t s, cursor *c, const keyref
     h.key_len = (uint16_t)key_len;
     h.flags = flags;
     memcpy(p + ITEM_HDR, key, key_len);
-    if (head_len) memcpy(v, head, head_len);
-    if (value_len) memcpy(v + head_len, value, value_len);
+    h.checksum = item_checksum_copy_parts(k->hash, &h, v, head, head_len, value);
     memset(p + total, 0, ext - total);
-    h.checksum = item_checksum(k->hash, &h, v);
     memcpy(p, &h, sizeof h);
     c->fill = at + (uint32_t)ext;
     sh->fill = c->fill;

@@ -480,7 +480,9 @@ typedef struct strata_write_req {
  *   wait == 0: try the lock once and return STRATA_BUSY if it is held (use from a thread that
  *              must not block, then call again with wait = 1 somewhere it may).
  *   wait != 0: wait up to lock_timeout (at least STRATA_MIN_LOCK_TIMEOUT_NS).
- * The key and value buffers are read while the lock is held; nothing is allocated then.
+ * The key, head and value buffers are read while the lock is held; nothing is allocated then.
+ * They are the caller's own: they must not change during the call (the item's checksum is taken
+ * from them as they are copied in, not from the table afterwards) and must not lie in the table.
  * When the lock can't be taken (STRATA_LOCK_TIMEOUT, STRATA_ELOCK; not STRATA_BUSY, which the
  * caller retries) the key is fenced: it reads as a miss from then on, in every process, until a
  * later writer of its shard has dropped the old item. A DELETE has then done its job and returns

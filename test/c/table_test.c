@@ -1915,6 +1915,45 @@ static void test_hash_copy(void)
     CHECK(mismatches == 0);
 }
 
+/* strata_hash64_copy_parts, which a write copies and checksums an item's value with (head then
+ * value, one pass over the writer's bytes), stores exactly what two memcpys do and hashes as
+ * strata_hash64 over the result does: every head length 0..70 (across the first block and its
+ * boundary) with every value length that makes 0..300 bytes in all, and some long ones, from
+ * misaligned sources to a misaligned destination; NULL head and value when their length is 0;
+ * the bytes around the copy untouched. */
+static void test_hash_copy_parts(void)
+{
+    static uint8_t src[25000 + 80], want[25000 + 80], got[25000 + 80 + 3];
+    static const size_t longs[] = {1000, 4095, 4096, 4097, 25000};
+    int mismatches = 0;
+
+    for (size_t i = 0; i < sizeof src; i++) src[i] = (uint8_t)(i * 131 + (i >> 7) + 1);
+    /* Bound: 71 head lengths by (301 + 5) totals by 2 offsets. */
+    for (size_t off = 0; off < 2; off++) {
+        for (size_t head_len = 0; head_len <= 70; head_len++) {
+            for (size_t t = 0; t < 301 + sizeof longs / sizeof longs[0]; t++) {
+                size_t total = t <= 300 ? t : longs[t - 301], value_len;
+                const uint8_t *head = src + 3, *value = src + 3 + head_len + 5;
+                uint64_t seed = total * 7 + head_len;
+
+                if (total < head_len) continue;
+                value_len = total - head_len;
+                memcpy(want, head, head_len);
+                memcpy(want + head_len, value, value_len);
+                got[off] = 0xA5 ^ (uint8_t)off;
+                memset(got + off + 1, 0xEE, total);
+                got[off + 1 + total] = 0x5A;
+                if (strata_hash64_copy_parts(got + off + 1, head_len ? head : NULL, head_len, value_len ? value : NULL,
+                                             value_len, seed) != strata_hash64(want, total, seed) ||
+                    memcmp(got + off + 1, want, total) != 0 || got[off] != (0xA5 ^ (uint8_t)off) ||
+                    got[off + 1 + total] != 0x5A)
+                    mismatches++;
+            }
+        }
+    }
+    CHECK(mismatches == 0);
+}
+
 /* Not a pass/fail test: the checksum speed, reported for the record. */
 static void report_hash_speed(void)
 {
@@ -1982,6 +2021,7 @@ int main(void)
     run("fork_child_stats", test_fork_child_stats);
     run("segment_starts", test_segment_starts);
     run("hash_copy", test_hash_copy);
+    run("hash_copy_parts", test_hash_copy_parts);
     report_hash_speed();
     remove_dir();
     printf("%d passed, %d failed\n", passed, failed);
