@@ -32,7 +32,9 @@ class StrataStorePollerBootTest < Strata::StoreCase
       SetupRecord.establish_connection(database)
       Strata::Tiers::SQL.create_table!(SetupRecord)
       BootRecord.establish_connection(database)
-      assert wait_until { poller.last_seen }, "the poller reads the log once the app has connected"
+      # Until its first round the state is FRESH (-1), which is truthy: wait for a place in the log.
+      assert wait_until { (poller.last_seen || Strata::Poller::FRESH) > Strata::Poller::FRESH },
+        "the poller reads the log once the app has connected"
     end
 
     assert_empty reports.map { |report| [report[:error].class, report[:context]] }

@@ -149,6 +149,24 @@ class SqlTierTest < Minitest::Test
     locker&.close
   end
 
+  # Making the tables on a file another connection holds locked: Active Record reports the busy
+  # file wrapped (StatementInvalid), before the tier knows its dialect. That is a RetryableError,
+  # tried again for busy_timeout, and the tier opens once the lock is gone.
+  def test_making_the_tables_on_a_busy_file_is_retryable
+    fresh = File.join(@dir, "fresh.sqlite3")
+    locker = SQLite3::Database.new(fresh)
+    locker.execute("BEGIN IMMEDIATE")
+    error = assert_raises(Strata::RetryableError) { Strata::Tiers::SQL.new(path: fresh, busy_timeout: 0.1) }
+    assert_match(/create_table/, error.message)
+
+    locker.rollback
+    tier = Strata::Tiers::SQL.new(path: fresh, busy_timeout: 0.1)
+    assert tier.set("k", "v")
+  ensure
+    tier&.close
+    locker&.close
+  end
+
   # A write waits for another connection's write lock in Ruby's sleep, not in SQLite's
   # busy_timeout, which holds the GVL: a second thread keeps running meanwhile, and the write goes
   # through once the lock is let go. (With SQLite's busy_timeout nothing else runs until the wait

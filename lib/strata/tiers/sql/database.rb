@@ -309,12 +309,19 @@ module Strata
           "Strata L3 #{operation}"
         end
 
+        # A busy SQLite file, raised by the sqlite3 gem or wrapped by Active Record (as
+        # StatementInvalid): asked before the dialect is known too, when the tables are made.
+        def sqlite_busy?(error)
+          return false unless defined?(::SQLite3::BusyException)
+
+          error.is_a?(::SQLite3::BusyException) || error.cause.is_a?(::SQLite3::BusyException)
+        end
+
         # The message keeps the error's first line (the rest is SQL context or advice); the error
         # itself stays as the cause.
         def translate(error, operation)
           message = "#{description} #{operation}: #{error.class}: #{error.message.lines.first&.strip}"
-          retryable = RETRYABLE.any? { |klass| error.is_a?(klass) } || @dialect&.retryable?(error) ||
-            (defined?(::SQLite3::BusyException) && error.is_a?(::SQLite3::BusyException))
+          retryable = RETRYABLE.any? { |klass| error.is_a?(klass) } || @dialect&.retryable?(error) || sqlite_busy?(error)
           (retryable ? RetryableError : TierError).new(message, tier: :l3)
         end
 
