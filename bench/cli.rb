@@ -41,6 +41,9 @@ module Strata
       STORE_EXTRAS = {tag_hit_cost: TagHitCost, tag_invalidate_cost: TagInvalidateCost,
                       cross_host_staleness: CrossHostStaleness}.freeze
       REPORTS = EXTRAS.merge(STORE_EXTRAS).freeze
+      # The reports' timing in the default run (each report's own DEFAULTS, longer, with --full):
+      # seconds per timed cell or process run, its warmup, and the most a cell settles first.
+      REPORT_STANDARD = {seconds: 1.2, warmup: 0.3, settle: 1.0}.freeze
 
       def initialize(argv, out: $stdout, err: $stderr)
         @argv = argv
@@ -179,7 +182,11 @@ module Strata
         reports = {}
         reports.merge!(EXTRAS) if stores.include?(Stores::StrataL1) || stores.include?(Stores::StrataStoreL1)
         reports.merge!(STORE_EXTRAS) if stores.include?(Stores::StrataStore)
-        settings = options[:quick] ? {seconds: 0.5, warmup: 0.1, quick: true} : {}
+        settings = if options[:quick]
+          {seconds: 0.5, warmup: 0.1, quick: true}
+        else
+          options[:full] ? {} : REPORT_STANDARD
+        end
         reports.to_h do |name, report_class|
           @err.puts "report: #{name}"
           section = begin
