@@ -19,14 +19,14 @@ module Strata
       # settling it first. QUICK is a smoke test: its figures are rough, and cells that allocate
       # 25 KiB per call can still be in the allocator's page-fault phase.
       # STANDARD is bin/bench's default, FULL its --full.
-      QUICK = {warmup: 0.15, time: 0.4, settle: 0.4, rounds: 3}.freeze
-      STANDARD = {warmup: 0.12, time: 0.6, settle: 0.5, rounds: 4}.freeze
+      QUICK = {warmup: 0.15, time: 0.4, settle: 0.4, rounds: 3, settle_large_writes: false}.freeze
+      STANDARD = {warmup: 0.12, time: 0.6, settle: 0.3, rounds: 4}.freeze
       FULL = {warmup: 1.0, time: 2.5, settle: 5.0}.freeze
       # Seven: the median then survives three rounds caught in a slow spell, and Targets has seven
       # pairs of rounds to take the median ratio of. (Five survived two.)
       ROUNDS = 7
-      # The least a write case of 25 KiB values settles a cell (unless the run settles less than
-      # half a second: --quick), in seconds. A cell stops settling as soon as its page faults
+      # The least a write case of 25 KiB values settles a cell (unless the run's
+      # settle_large_writes is false: --quick), in seconds. A cell stops settling as soon as its page faults
       # stop, but the first pass of 25 KiB writes through a fresh 128 MiB L1 table faults for
       # about a second on these VMs; a long-lived host's table is past it.
       LARGE_WRITE_SETTLE = 2.0
@@ -38,8 +38,9 @@ module Strata
       end
 
       # rounds: ROUNDS unless a report needs only a rough figure quickly.
-      def initialize(env, warmup:, time:, settle: warmup * 5, rounds: ROUNDS, progress: $stderr)
+      def initialize(env, warmup:, time:, settle: warmup * 5, rounds: ROUNDS, settle_large_writes: true, progress: $stderr)
         @env = env
+        @settle_large_writes = settle_large_writes
         @rounds = rounds
         @warmup = warmup
         @time = time
@@ -64,7 +65,7 @@ module Strata
       # The Results of every store on kase, in the order of stores.
       def measure_case(kase, stores)
         cells = stores.map { |store_class| Cell.new(@env, kase, store_class) }
-        settle = (kase.op == :write && kase.value_size >= 16_384 && @settle >= 0.5) ? [@settle, LARGE_WRITE_SETTLE].max : @settle
+        settle = (kase.op == :write && kase.value_size >= 16_384 && @settle_large_writes) ? [@settle, LARGE_WRITE_SETTLE].max : @settle
         cells.each { |cell| cell.open(settle: settle) }
         @rounds.times do |round|
           Runner.round_order(cells, round).each do |cell|
