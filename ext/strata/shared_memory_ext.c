@@ -638,6 +638,7 @@ static VALUE shm_get_plain_multi(VALUE self, VALUE keys)
         rb_enc_associate_index(value, plain_encindex(kind));
         rb_ary_store(values, i, value);
         RB_GC_GUARD(v);
+        RB_GC_GUARD(key); /* keys may have lost it meanwhile (a subclass's eql?) */
     }
     return rb_assoc_new(values, NIL_P(held) ? rb_hash_new() : held);
 }
