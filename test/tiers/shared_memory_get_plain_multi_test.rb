@@ -10,6 +10,16 @@ module Strata
     # An entry holding a bare String comes back as its value, its stamps checked in the same call;
     # any other entry as its bytes; a stamped one not current, and a key not held, in neither.
     class SharedMemoryGetPlainMultiTest < Minitest::Test
+      # A key whose eql? runs a hook, as a caller's String subclass may.
+      class HookedKey < String
+        attr_accessor :on_eql
+
+        def eql?(other)
+          on_eql&.call
+          super
+        end
+      end
+
       def setup
         @dir = Strata::TestSupport.private_tmpdir
         @table = SharedMemory.new(path: File.join(@dir, "t.l1"), size: 4 << 20)
@@ -106,7 +116,7 @@ module Strata
       def test_keys_shortened_while_it_runs
         @table.set("held", Entry.encode(Marshal.dump(1)))
         @table.set("last", Entry.encode("l", flags: Entry::UTF8))
-        keys = [SharedMemoryGetMultiTest::HookedKey.new("held"), SharedMemoryGetMultiTest::HookedKey.new("held"), "last"]
+        keys = [HookedKey.new("held"), HookedKey.new("held"), "last"]
         shorten = -> { keys.pop if keys.size == 3 }
         keys.first(2).each { |key| key.on_eql = shorten }
 
