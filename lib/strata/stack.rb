@@ -90,6 +90,11 @@ module Strata
     # Seconds the host tier keeps an entry at most (a Float), or nil: see new.
     attr_reader :host_ttl
 
+    # Whether the host tier is the only tier: what it lacks, no tier holds.
+    def host_only?
+      @host_index == 0 && @tiers.size == 1
+    end
+
     # The tier names, top first.
     def tier_names
       @names

@@ -29,6 +29,28 @@ class StrataStoreUnobservedReadsTest < Strata::StoreCase
     assert_equal ["key"], fetch_hits.map { |payload| payload[:key] }
   end
 
+  # L1 alone: a key it lacks is nil at once, counted as one miss, and a subscriber still gets
+  # the base path's event.
+  def test_an_unwatched_miss_of_l1_alone_is_nil_and_one_miss
+    misses = -> { store.stats[:counters][:tiers][:l1][:misses] }
+    before = misses.call
+
+    assert_nil store.read("absent")
+    assert_equal before + 1, misses.call, "the host counters count the app's read once"
+
+    reads = capture_events("cache_read.active_support") { store.read("absent") }
+    assert_equal [false], reads.map { |payload| payload[:hit] }
+  end
+
+  # A stale stamped copy is not a miss to skip: the read drops it, and says nil.
+  def test_an_unwatched_read_of_a_stale_copy_is_nil_and_drops_it
+    store.write("tagged", "old", tags: "bugs/1")
+    store.invalidate_tags("bugs/1")
+
+    assert_nil store.read("tagged")
+    assert_nil store.stack[:l1].get(store.send(:normalize_key, "tagged", nil)), "dropped"
+  end
+
   def test_a_debug_logger_sees_every_read
     output = StringIO.new
     store.write("key", "value")

@@ -87,8 +87,16 @@ module ActiveSupport
           return counted_read(Strata::Clock.monotonic_us) { super } if observed?(READ_EVENT) || local_cache
 
           options = options ? merged_options(options) : @options
-          value = host_hit(normalize_key(name, options), options, normalize_version(name, options), false)
-          return counted_read(Strata::Clock.monotonic_us) { super } if Codec::MISS.equal?(value)
+          key = normalize_key(name, options)
+          value = host_hit(key, options, normalize_version(name, options), false)
+          if Codec::MISS.equal?(value)
+            # L1 alone, and L1 holds nothing under key (read once more, as the base read would,
+            # which counts the miss and drops a stale copy): nil without the base read's options
+            # and payload. Anything there goes the base way.
+            return nil if @stack.host_only? && !current_fill(key) && absent?(key)
+
+            return counted_read(Strata::Clock.monotonic_us) { super }
+          end
 
           @read_hits.count_read_hit
           value
@@ -119,6 +127,14 @@ module ActiveSupport
           bytes ? @codec.live_value(bytes, options[:raw], version, none_pending) : Codec::MISS
         rescue Strata::Error
           Codec::MISS # the base path reads again and reports the failure once
+        end
+
+        # Whether the stack holds nothing under key; false when the read fails (the base path
+        # reads again and reports it).
+        def absent?(key)
+          @stack.get(key).nil?
+        rescue Strata::Error
+          false
         end
 
         # The live value the read-through of key finds; ABSENT when no tier holds key, Codec::MISS
