@@ -586,7 +586,7 @@ module ActiveSupport
         if !state.multi_unread && none_pending && @stamp_reads.idle?
           keys = keys_to_names.keys
           plain, found = @stack.get_multi_plain(keys, event)
-          return live_values(keys_to_names, found, options, keys, plain)
+          return live_values(keys_to_names, found, options, plain)
         end
 
         found = @stack.get_multi(keys_to_names.keys, event)
@@ -602,9 +602,9 @@ module ActiveSupport
       # built for it; the stack has checked the stamps). What is the same for every name is
       # asked once: the version (none unless given, or a name is not a String), and whether a
       # transaction open here changed tags. A failure decoding one (failsafe) is a miss for it.
-      # plain: the values Stack#get_multi_plain found, by the index of their key in keys
-      # (keys_to_names' keys), taken as they are.
-      def live_values(keys_to_names, found, options, keys = nil, plain = nil)
+      # plain: the values Stack#get_multi_plain found, by the index of their key among
+      # keys_to_names' keys, taken as they are.
+      def live_values(keys_to_names, found, options, plain = nil)
         raw = options[:raw]
         version = options[:version]&.to_param
         none_pending = !Strata::TransactionTags.current
