@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "test_helper"
+require "support/hooked_key"
 
 module Strata
   module Tiers
@@ -11,15 +12,7 @@ module Strata
     class SharedMemoryGetMultiTest < Minitest::Test
       SIZE = 4 << 20
 
-      # A key whose eql? runs a hook, as a caller's String subclass may.
-      class HookedKey < String
-        attr_accessor :on_eql
-
-        def eql?(other)
-          on_eql&.call
-          super
-        end
-      end
+      HookedKey = Strata::TestSupport::HookedKey
 
       def setup
         @dir = Strata::TestSupport.private_tmpdir

@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "test_helper"
+require "support/hooked_key"
 require "strata/dependencies"
 require "strata/entry"
 
@@ -10,15 +11,7 @@ module Strata
     # An entry holding a bare String comes back as its value, its stamps checked in the same call;
     # any other entry as its bytes; a stamped one not current, and a key not held, in neither.
     class SharedMemoryGetPlainMultiTest < Minitest::Test
-      # A key whose eql? runs a hook, as a caller's String subclass may.
-      class HookedKey < String
-        attr_accessor :on_eql
-
-        def eql?(other)
-          on_eql&.call
-          super
-        end
-      end
+      HookedKey = Strata::TestSupport::HookedKey
 
       def setup
         @dir = Strata::TestSupport.private_tmpdir

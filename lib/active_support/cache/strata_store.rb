@@ -586,7 +586,7 @@ module ActiveSupport
         if !state.multi_unread && none_pending && @stamp_reads.idle?
           keys = keys_to_names.keys
           plain, found = @stack.get_multi_plain(keys, event)
-          return live_values(keys_to_names, found, options, plain)
+          return live_values(keys_to_names, found, options, none_pending, plain)
         end
 
         found = @stack.get_multi(keys_to_names.keys, event)
@@ -594,7 +594,7 @@ module ActiveSupport
           state.multi_unread = false # only fetch_multi's own read reads through
           read_through_misses(keys_to_names.keys - found.keys, found, state.multi, event || state.multi_event)
         end
-        live_values(keys_to_names, found, options)
+        live_values(keys_to_names, found, options, none_pending)
       end
 
       # name => value for the names whose key found holds a live entry: Codec#live_value, as the
@@ -604,10 +604,10 @@ module ActiveSupport
       # transaction open here changed tags. A failure decoding one (failsafe) is a miss for it.
       # plain: the values Stack#get_multi_plain found, by the index of their key among
       # keys_to_names' keys, taken as they are.
-      def live_values(keys_to_names, found, options, plain = nil)
+      # none_pending: no transaction open here has tags pending (asked once, by the caller).
+      def live_values(keys_to_names, found, options, none_pending, plain = nil)
         raw = options[:raw]
         version = options[:version]&.to_param
-        none_pending = !Strata::TransactionTags.current
         results = {}
         index = -1
         keys_to_names.each do |key, name|
