@@ -13,7 +13,7 @@ require_relative "../../test/support/waiting"
 #
 # The tests share the server and its 300 bugs, each on bugs of its own, so that what one caches
 # or changes is no other's: tags 1-50, redaction 51-150, shared L1 151-225 and 290, freshness
-# 226-275, errors 299.
+# 226-275, conditional GET 276-289, errors 299.
 module DemoHTTP
   DATABASE = ENV.fetch("STRATA_DEMO_DATABASE", "sqlite").to_sym
 
@@ -45,11 +45,11 @@ module DemoHTTP
     end
 
     # The block's response from each worker in turn (the others stopped meanwhile), checked to
-    # come from that worker.
-    def on_each_worker
+    # come from that worker with status code.
+    def on_each_worker(code: "200")
       server.worker_pids.map do |pid|
         response = server.on_worker(pid) { yield }
-        assert_equal "200", response.code, response.body
+        assert_equal code, response.code, response.body
         assert_equal pid.to_s, response["X-Worker-Pid"], "the request went to another worker"
         response
       end
