@@ -17,6 +17,7 @@ require "active_support/cache/strata_store/counted_multi_reads"
 require "active_support/cache/strata_store/failure_reports"
 require "active_support/cache/strata_store/stamp_reads"
 require "active_support/cache/strata_store/unobserved_reads"
+require "active_support/cache/strata_store/unobserved_writes"
 
 module ActiveSupport
   module Cache
@@ -70,6 +71,7 @@ module ActiveSupport
 
       prepend Strategy::LocalCache
       prepend UnobservedReads
+      prepend UnobservedWrites
       prepend CountedMultiReads
 
       # The Strata::Stack behind this store, for stats and tools.

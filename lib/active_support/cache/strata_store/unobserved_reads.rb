@@ -155,16 +155,10 @@ module ActiveSupport
             next value if value.nil? && written[:skip_nil]
 
             written = merged_options(written) unless written == options # an expires_at becomes an expires_in
+            # UnobservedWrites#write_unobserved: the key is normalized already.
             observed?(WRITE_EVENT) ? write(name, value, written) : write_unobserved(name, key, value, written)
             value
           end
-        end
-
-        # The base #write's Entry and #write_entry, without its cache_write payload. key is name
-        # normalized: WriteOptions lets the block change the version and expiry, not the namespace.
-        def write_unobserved(name, key, value, options)
-          entry = Entry.new(value, version: normalize_version(name, options), expires_in: options[:expires_in])
-          write_entry(key, entry, **options)
         end
 
         # Every fetch and read emits cache_read; a fetch hit also emits cache_fetch_hit, a cold
