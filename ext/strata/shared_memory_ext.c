@@ -446,7 +446,8 @@ static VALUE shm_decr(int argc, VALUE *argv, VALUE self) { return shm_counter(ar
 
 typedef struct read_sink {
     shm *s;
-    VALUE key;
+    const char *key; /* the key's bytes: a Ruby String's (pinned: on the caller's stack), or a C buffer */
+    size_t key_len;
     VALUE str;       /* the copy, once reserved */
     VALUE held;      /* the memo's String when the last reserve answered STRATA_SINK_HAVE */
     uint64_t version; /* of the item last offered */
@@ -460,7 +461,7 @@ static void *sink_reserve(void *ctx, size_t len, uint64_t version)
     r->held = Qnil;
     r->version = version;
     if (value_memo_wants(&r->s->memo, len)) {
-        r->held = value_memo_find(&r->s->memo, RSTRING_PTR(r->key), (size_t)RSTRING_LEN(r->key), len, version);
+        r->held = value_memo_find(&r->s->memo, r->key, r->key_len, len, version);
         if (!NIL_P(r->held)) return STRATA_SINK_HAVE;
     }
     if (NIL_P(r->str))
@@ -470,31 +471,39 @@ static void *sink_reserve(void *ctx, size_t len, uint64_t version)
     return RSTRING_PTR(r->str);
 }
 
-/* The value under key as a new ASCII-8BIT String, or nil. A large value is a String sharing
- * the memo's frozen buffer: no copy, and still the caller's to change. counted: what of the
- * read goes into the host's counters (a hit or a miss of a cache key): 2 both, 1 a hit only
- * (probe), 0 neither (peek). */
-static VALUE shm_read_counted(shm *s, VALUE key, uint64_t *cas, int counted)
+/* The value under the key bytes key[0..key_len) (1..STRATA_MAX_KEY, checked by the caller) as a
+ * new ASCII-8BIT String, or nil. A large value is a String sharing the memo's frozen buffer: no
+ * copy, and still the caller's to change. counted: what of the read goes into the host's
+ * counters (a hit or a miss of a cache key): 2 both, 1 a hit only (probe), 0 neither (peek). */
+static VALUE shm_read_key(shm *s, const char *key, size_t key_len, uint64_t *cas, int counted)
 {
-    read_sink r = {s, key, Qnil, Qnil, 0};
+    read_sink r = {s, key, key_len, Qnil, Qnil, 0};
     strata_sink sink = {sink_reserve, &r};
     strata_status st;
 
-    strata_check_key(key);
-    st = strata_get(s->t, RSTRING_PTR(key), (size_t)RSTRING_LEN(key), &sink, cas);
-    if (st == STRATA_OK ? counted != 0 : counted > 1)
-        count_l1(s, RSTRING_PTR(key), st == STRATA_OK ? STRATA_TC_HITS : STRATA_TC_MISSES);
-    RB_GC_GUARD(key);
+    st = strata_get(s->t, key, key_len, &sink, cas);
+    if (st == STRATA_OK ? counted != 0 : counted > 1) count_l1(s, key, st == STRATA_OK ? STRATA_TC_HITS : STRATA_TC_MISSES);
     if (st == STRATA_ENOMEM) rb_memerror();
     if (st != STRATA_OK) return Qnil;
     /* r.held and r.str are on this frame, so a collection that drops them from the memo
      * (rb_str_dup allocates) leaves them alive. */
     if (!NIL_P(r.held)) return rb_str_dup(r.held);
     if (value_memo_wants(&s->memo, (size_t)RSTRING_LEN(r.str))) {
-        value_memo_store(&s->memo, RSTRING_PTR(key), (size_t)RSTRING_LEN(key), r.str, r.version);
+        value_memo_store(&s->memo, key, key_len, r.str, r.version);
         return rb_str_dup(r.str);
     }
     return r.str;
+}
+
+/* shm_read_key for a Ruby String key, checked. */
+static VALUE shm_read_counted(shm *s, VALUE key, uint64_t *cas, int counted)
+{
+    VALUE v;
+
+    strata_check_key(key);
+    v = shm_read_key(s, RSTRING_PTR(key), (size_t)RSTRING_LEN(key), cas, counted);
+    RB_GC_GUARD(key);
+    return v;
 }
 
 static VALUE shm_read(shm *s, VALUE key, uint64_t *cas) { return shm_read_counted(s, key, cas, 2); }
@@ -586,61 +595,87 @@ static int plain_encindex(int kind)
     return rb_ascii8bit_encindex();
 }
 
-/* get_plain_multi(keys): [values, held], get_multi for a reader that takes an entry holding a
- * bare String as its value (Strata::Tier#get_plain_multi, Stack#get_multi_plain). values: an
- * Array as long as keys (as keys was when the call began), at each key's index the value String
- * when its entry is one strata_entry_plain takes, stamps checked current in the same call (its
- * encoding set, a String sharing the copy's buffer), else nil. held: {key => bytes} for the
- * other entries found, but a stamped one whose stamps are not all current here: that key is in
- * neither, as a miss is. Only what is returned counts, as hits: the caller reads the keys in
- * neither again (Stack#get_multi), which counts them then. An Array rather than a Hash: the
- * page's keys are not hashed again, and no key is copied to be frozen. */
-static VALUE shm_get_plain_multi(VALUE self, VALUE keys)
+/* What get_plain_named answers for v, the bytes just read under the key bytes key: PLAIN_VALUE
+ * with *value the value String, when v is an entry strata_entry_plain takes, its stamps current
+ * (its encoding set, a String sharing v's buffer); PLAIN_HELD for any other entry, but a stamped
+ * one whose stamps are not all current here, which is PLAIN_MISS, as a key not held is. The
+ * first two are counted, as hits. v is the caller's own copy (or a String sharing the memo's
+ * frozen buffer): read, never trusted from the table twice. */
+enum { PLAIN_MISS, PLAIN_HELD, PLAIN_VALUE };
+
+static int plain_answer(VALUE self, VALUE v, const char *key, VALUE *value)
 {
-    VALUE values, held = Qnil;
-    long n;
+    /* The read may have allocated, and so collected: the handle is taken again. */
+    shm *s = shm_open_handle(self);
+    size_t at = 0;
+    int stamped = 0, kind = strata_entry_plain(RSTRING_PTR(v), (size_t)RSTRING_LEN(v), &at, &stamped);
 
-    keys = rb_convert_type(keys, T_ARRAY, "Array", "to_ary");
+    if (kind ? stamped : strata_entry_stamped(RSTRING_PTR(v), (size_t)RSTRING_LEN(v))) {
+        if (strata_entry_stamps_check(s->t, RSTRING_PTR(v), (size_t)RSTRING_LEN(v), &s->tag_keys) !=
+            STRATA_STAMPS_CURRENT)
+            return PLAIN_MISS;
+    }
+    count_l1(s, key, STRATA_TC_HITS);
+    if (!kind) return PLAIN_HELD;
+    *value = rb_str_subseq(v, (long)at, RSTRING_LEN(v) - (long)at);
+    rb_enc_associate_index(*value, plain_encindex(kind));
+    RB_GC_GUARD(v);
+    return PLAIN_VALUE;
+}
+
+/* get_plain_named(names, prefix, max_key_bytes): [values, held, rest], get_multi for a reader
+ * that names its keys (Strata::Tier#get_plain_named, Stack#get_multi_plain): each name's key is
+ * prefix's bytes then the name's, as StrataStore namespaces a String name. values {name =>
+ * value String} for each entry strata_entry_plain takes, stamps checked current in the same call
+ * (plain_answer); held {name => bytes} for the other entries found, but a stamped one not
+ * current; rest, an Array of the names in neither: not held, stamped and not current, or not a
+ * name this call makes a key of (not a plain non-empty String, or prefix and name longer than
+ * max_key_bytes, which the caller shortens its own way). Only values and held count, as hits:
+ * the caller reads the rest again (Stack#get_multi), which counts them then. Each key is made in
+ * a buffer on this frame: no Ruby String per key, and values is the caller's answer as it is. */
+static VALUE shm_get_plain_named(VALUE self, VALUE names, VALUE prefix, VALUE max_key_bytes)
+{
+    char key[STRATA_MAX_KEY];
+    VALUE values = rb_hash_new(), held = rb_hash_new(), rest = rb_ary_new();
+    long n, prefix_len, max = NUM2LONG(max_key_bytes);
+
+    names = rb_convert_type(names, T_ARRAY, "Array", "to_ary");
+    StringValue(prefix);
+    if (max > STRATA_MAX_KEY) max = STRATA_MAX_KEY;
+    prefix_len = RSTRING_LEN(prefix);
+    if (prefix_len >= max) return rb_ary_new_from_args(3, values, held, rb_ary_dup(names));
+    memcpy(key, RSTRING_PTR(prefix), (size_t)prefix_len);
+    RB_GC_GUARD(prefix);
     shm_open_handle(self);
-    n = RARRAY_LEN(keys);
-    values = rb_ary_new_capa(n);
-    /* Bound: at most n lookups, each with at most 65535 stamps checked. As in get_multi, the
-     * handle is taken again for every key and keys' length read again before each one: storing
-     * into held may run a String subclass's eql?, which may change keys or close the table. */
-    for (long i = 0; i < n; i++) {
-        VALUE key, v, value;
-        shm *s;
-        size_t at = 0;
-        int stamped = 0, kind;
+    n = RARRAY_LEN(names);
+    /* Bound: at most n lookups, each with at most 65535 stamps checked. Only plain Strings are
+     * made keys and hashed, so no Ruby code runs in the loop; names' length is read again before
+     * each one all the same, and the handle taken again for every read (an allocation may
+     * collect). */
+    for (long i = 0; i < n && i < RARRAY_LEN(names); i++) {
+        VALUE name = RARRAY_AREF(names, i), v, value = Qnil;
+        long len;
 
-        rb_ary_store(values, i, Qnil);
-        if (i >= RARRAY_LEN(keys)) continue;
-        key = RARRAY_AREF(keys, i);
-        v = shm_read_counted(shm_open_handle(self), key, NULL, 0);
-        if (NIL_P(v)) continue;
-        /* The read may have allocated, and so collected: the handle is taken again. v is this
-         * call's own copy (or a String sharing the memo's frozen buffer): read, never trusted
-         * from the table twice. */
-        s = shm_open_handle(self);
-        kind = strata_entry_plain(RSTRING_PTR(v), (size_t)RSTRING_LEN(v), &at, &stamped);
-        if (kind ? stamped : strata_entry_stamped(RSTRING_PTR(v), (size_t)RSTRING_LEN(v))) {
-            if (strata_entry_stamps_check(s->t, RSTRING_PTR(v), (size_t)RSTRING_LEN(v), &s->tag_keys) !=
-                STRATA_STAMPS_CURRENT)
-                continue;
-        }
-        count_l1(s, RSTRING_PTR(key), STRATA_TC_HITS);
-        if (!kind) {
-            if (NIL_P(held)) held = rb_hash_new();
-            rb_hash_aset(held, key, v);
+        if (!RB_TYPE_P(name, T_STRING) || rb_obj_class(name) != rb_cString || (len = RSTRING_LEN(name)) == 0 ||
+            len > max - prefix_len) {
+            rb_ary_push(rest, name);
             continue;
         }
-        value = rb_str_subseq(v, (long)at, RSTRING_LEN(v) - (long)at);
-        rb_enc_associate_index(value, plain_encindex(kind));
-        rb_ary_store(values, i, value);
-        RB_GC_GUARD(v);
-        RB_GC_GUARD(key); /* keys may have lost it meanwhile (a subclass's eql?) */
+        memcpy(key + prefix_len, RSTRING_PTR(name), (size_t)len);
+        v = shm_read_key(shm_open_handle(self), key, (size_t)(prefix_len + len), NULL, 0);
+        switch (NIL_P(v) ? PLAIN_MISS : plain_answer(self, v, key, &value)) {
+        case PLAIN_VALUE:
+            rb_hash_aset(values, name, value);
+            break;
+        case PLAIN_HELD:
+            rb_hash_aset(held, name, v);
+            break;
+        default:
+            rb_ary_push(rest, name);
+        }
+        RB_GC_GUARD(name); /* names may have lost it meanwhile */
     }
-    return rb_assoc_new(values, NIL_P(held) ? rb_hash_new() : held);
+    return rb_ary_new_from_args(3, values, held, rest);
 }
 
 static void keys_each(void *ctx, const void *key, size_t len)
@@ -954,7 +989,7 @@ void strata_init_shared_memory(void)
     rb_define_method(c, "decr", shm_decr, -1);
     rb_define_method(c, "check_stamps", shm_check_stamps, 1);
     rb_define_method(c, "get_current", shm_get_current, 1);
-    rb_define_method(c, "get_plain_multi", shm_get_plain_multi, 1);
+    rb_define_method(c, "get_plain_named", shm_get_plain_named, 3);
     rb_define_method(c, "keys", shm_keys, 0);
     rb_define_method(c, "cleanup", shm_cleanup, 0);
     rb_define_method(c, "clear", shm_clear, 0);

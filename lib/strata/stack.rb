@@ -197,26 +197,20 @@ module Strata
       found
     end
 
-    # get_multi for a reader that takes an entry holding a bare String as its value, and has
-    # nothing for on_stamps to hear (the caller's word): [plain, found], plain an Array as long
-    # as keys, at a key's index the value String when the host tier's copy is such an entry and
-    # current (checked in one call of the tier, Tier#get_plain_multi), else nil; found as
-    # get_multi gives it for every other key.
-    def get_multi_plain(keys, info = nil)
-      return [NONE_PLAIN, get_multi(keys, info)] unless @host_index == 0
+    # The host tier's read of a page of named keys for a reader that takes an entry holding a
+    # bare String as its value, and has nothing for on_stamps to hear (the caller's word):
+    # Tier#get_plain_named's [values, held, rest] (each name's key prefix + name), in one call of
+    # the tier, stamps checked there. nil when the host tier is not the top one or the call
+    # failed: the caller then reads every key through #get_multi (which reports a failure).
+    def get_multi_plain(names, prefix, max_key_bytes, info = nil)
+      return nil unless @host_index == 0
 
-      plain, found = begin
-        @tiers[0].get_plain_multi(keys)
-      rescue TierError
-        return [NONE_PLAIN, get_multi(keys, info)] # get_multi reports it
-      end
-      missing = nil
-      keys.each_with_index { |key, index| (missing ||= []) << key unless plain[index] || found.key?(key) }
-      info[:tier] = @names[0] if info && missing&.size != keys.size
-      missing ? [plain, found.merge!(get_multi(missing, info))] : [plain, found]
+      answer = @tiers[0].get_plain_named(names, prefix, max_key_bytes)
+      info[:tier] = @names[0] if info && answer[2].size != names.size
+      answer
+    rescue TierError
+      nil
     end
-
-    NONE_PLAIN = [].freeze
 
     # Store bytes in every tier, bottom-up. True when a tier stored it, none refused, and every
     # tier that failed now reads key as a miss. A tier that refuses, fails (see #write_tiers) or

@@ -52,14 +52,16 @@ module Strata
     end
 
     # Optional. #get_multi for the stack's read of the host tier for a reader that takes an entry
-    # holding a bare String (Entry.plain_string) as its value (Stack#get_multi_plain): [plain,
-    # held], plain an Array as long as keys, at a key's index the value String of such an entry,
-    # current (a tier that holds tag versions checks their stamps in the same call), else nil;
-    # held {key => bytes} for the other entries found, except a stamped one not found current,
-    # which is in neither, as a miss. Counts only what it returns, as hits: the stack reads the
-    # keys in neither again. By default, nothing found: the stack reads every key again.
-    def get_plain_multi(_keys)
-      [[], {}]
+    # holding a bare String (Entry.plain_string) as its value, and names its keys
+    # (Stack#get_multi_plain): each name's key is prefix + name (the bytes of both), made only
+    # for a name that is a plain non-empty String with prefix + name at most max_key_bytes.
+    # [values, held, rest]: values {name => value String} of such entries, current (a tier that
+    # holds tag versions checks their stamps in the same call); held {name => bytes} for the
+    # other entries found, except a stamped one not found current; rest, the names in neither
+    # (not found, not current, or no key made). Counts only values and held, as hits: the stack
+    # reads the rest again. By default, nothing found: every name is in rest.
+    def get_plain_named(names, _prefix, _max_key_bytes)
+      [{}, {}, names.to_a]
     end
 
     # Optional. #get for the stack's read-back of its own write (Stack#settle): a tier that keeps

@@ -38,6 +38,23 @@ class StrataStoreMultiTest < Strata::StoreCase
     assert_equal({long_array => 2}, spaced.fetch_multi(long_array) { flunk "fetch_multi missed what write stored" })
   end
 
+  # read_multi makes each plain String name's key in the extension (the namespace's bytes, a
+  # colon, the name's): it must find what write stored, however the namespace is given.
+  def test_read_multi_finds_what_write_stored_under_every_kind_of_namespace
+    names = ["plain", "café", "caf\xC3\xA9!".b, :symbol, "s" * 260]
+    expected = names.each_with_index.to_h { |name, index| [name, "v#{index}"] }
+    [{namespace: "ns"}, {namespace: -> { "proc" }}, {namespace: "espacé"}, {namespace: ""}, {}].each do |options|
+      spaced = build_store(**options)
+      expected.each { |name, value| spaced.write(name, value) }
+
+      assert_equal expected, spaced.read_multi(*names, "absent", names.first), options.inspect
+    end
+    store.write("key", "default")
+    store.write("key", "other", namespace: "other")
+    assert_equal({"key" => "other"}, store.read_multi("key", namespace: "other"))
+    assert_equal({"key" => "default"}, store.read_multi("key"))
+  end
+
   def test_read_multi_skips_version_mismatches_and_expired_entries
     store.write("current", 1, version: "v1")
     store.write("stale", 2, version: "v1")

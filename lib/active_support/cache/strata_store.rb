@@ -579,18 +579,18 @@ module ActiveSupport
       end
 
       def read_multi_entries(names, event: nil, **options)
-        keys_to_names = normalized_keys(names, options)
         state = read_throughs
         none_pending = !Strata::TransactionTags.current
-        # A plain read: the host tier's bare Strings come back as values, stamps checked in the
-        # same call, unless what a read's stamps are handed to (a transaction's pending tags, a
-        # computation's dependencies) is waiting for them.
-        if !state.multi_unread && none_pending && @stamp_reads.idle?
-          keys = keys_to_names.keys
-          plain, found = @stack.get_multi_plain(keys, event)
-          return live_values(keys_to_names, found, options, none_pending, plain)
+        namespace = namespace_of(options)
+        # A plain read: the host tier's bare Strings come back as values, keys made and stamps
+        # checked in the same call, unless what a read's stamps are handed to (a transaction's
+        # pending tags, a computation's dependencies) is waiting for them.
+        if !state.multi_unread && none_pending && @stamp_reads.idle? && (prefix = key_prefix(namespace)) &&
+            (answer = @stack.get_multi_plain(names, prefix, MAX_KEY_BYTES, event))
+          return plain_values(answer, namespace, event, options)
         end
 
+        keys_to_names = normalized_keys(names, options, namespace)
         found = @stack.get_multi(keys_to_names.keys, event)
         if state.multi_unread
           state.multi_unread = false # only fetch_multi's own read reads through
@@ -599,25 +599,36 @@ module ActiveSupport
         live_values(keys_to_names, found, options, none_pending)
       end
 
+      # read_multi's answer from Stack#get_multi_plain's [values, held, rest]: values as they
+      # are; held decoded (each name a plain String: no version but the option's); the rest read
+      # through the stack as any read_multi reads (the host tier again, then the lower ones). No
+      # transaction has tags pending (the caller asked).
+      def plain_values((values, held, rest), namespace, event, options)
+        unless held.empty?
+          raw = options[:raw]
+          version = options[:version]&.to_param
+          held.each do |name, bytes|
+            value = failsafe(Codec::MISS) { @codec.live_value(bytes, raw, version, true) }
+            values[name] = value unless Codec::MISS.equal?(value)
+          end
+        end
+        return values if rest.empty?
+
+        keys_to_names = normalized_keys(rest, options, namespace)
+        values.merge!(live_values(keys_to_names, @stack.get_multi(keys_to_names.keys, event), options, true))
+      end
+
       # name => value for the names whose key found holds a live entry: Codec#live_value, as the
       # hit path reads (a plain String, a cached JSON document say, is returned without an Entry
       # built for it; the stack has checked the stamps). What is the same for every name is
       # asked once: the version (none unless given, or a name is not a String), and whether a
       # transaction open here changed tags. A failure decoding one (failsafe) is a miss for it.
-      # plain: the values Stack#get_multi_plain found, by the index of their key among
-      # keys_to_names' keys, taken as they are.
       # none_pending: no transaction open here has tags pending (asked once, by the caller).
-      def live_values(keys_to_names, found, options, none_pending, plain = nil)
+      def live_values(keys_to_names, found, options, none_pending)
         raw = options[:raw]
         version = options[:version]&.to_param
         results = {}
-        index = -1
         keys_to_names.each do |key, name|
-          index += 1
-          if plain && (value = plain[index])
-            results[name] = value
-            next
-          end
           next unless (bytes = found[key])
 
           named = version || (expanded_version(name) unless name.instance_of?(String))
@@ -627,10 +638,23 @@ module ActiveSupport
         results
       end
 
-      # key => name for names, as normalize_key makes each key (the namespace resolved once).
-      def normalized_keys(names, options)
+      # The namespace options give (the store's unless they name one), a callable's answer.
+      def namespace_of(options)
         namespace = options.key?(:namespace) ? options[:namespace] : @options[:namespace]
-        namespace = namespace.call if namespace.respond_to?(:call)
+        namespace.respond_to?(:call) ? namespace.call : namespace
+      end
+
+      # What normalize_key puts before a plain String name under namespace: "namespace:", or ""
+      # for none; nil when that is not ASCII (the byte-wise join would not be prefixed's).
+      def key_prefix(namespace)
+        return "" unless namespace
+
+        prefix = "#{namespace}:"
+        prefix if prefix.ascii_only?
+      end
+
+      # key => name for names, as normalize_key makes each key (under namespace, resolved once).
+      def normalized_keys(names, options, namespace = namespace_of(options))
         keys_to_names = {}
         names.each do |name|
           # Anything but a plain String name (an Array, a record, a blank) takes normalize_key's
