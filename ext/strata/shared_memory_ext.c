@@ -623,6 +623,27 @@ static int plain_answer(VALUE self, VALUE v, const char *key, VALUE *value)
     return PLAIN_VALUE;
 }
 
+/* get_current_plain(key): get_current for a reader that takes an entry holding a bare String as
+ * its value (Strata::Tier#get_current_plain, Stack#get_host_plain): that value, a String of its
+ * encoding, when the entry under key is one strata_entry_plain takes, its stamps current
+ * (plain_answer); [bytes] for any other bytes held, a stamped entry's stamps current; false for a
+ * stamped entry whose stamps are not all current here; nil when key is not held. Counted as
+ * get_current counts: what it returns but false and nil, as a hit (the caller reads key again). */
+static VALUE shm_get_current_plain(VALUE self, VALUE key)
+{
+    VALUE v = shm_read_counted(shm_open_handle(self), key, NULL, 0), value = Qnil;
+
+    if (NIL_P(v)) return v;
+    switch (plain_answer(self, v, RSTRING_PTR(key), &value)) {
+    case PLAIN_VALUE:
+        return value;
+    case PLAIN_HELD:
+        return rb_ary_new_from_values(1, &v);
+    default:
+        return Qfalse;
+    }
+}
+
 /* get_plain_named(names, prefix, max_key_bytes): [values, held, rest], get_multi for a reader
  * that names its keys (Strata::Tier#get_plain_named, Stack#get_multi_plain): each name's key is
  * prefix's bytes then the name's, as StrataStore namespaces a String name. values {name =>
@@ -990,6 +1011,7 @@ void strata_init_shared_memory(void)
     rb_define_method(c, "check_stamps", shm_check_stamps, 1);
     rb_define_method(c, "get_current", shm_get_current, 1);
     rb_define_method(c, "get_plain_named", shm_get_plain_named, 3);
+    rb_define_method(c, "get_current_plain", shm_get_current_plain, 1);
     rb_define_method(c, "keys", shm_keys, 0);
     rb_define_method(c, "cleanup", shm_cleanup, 0);
     rb_define_method(c, "clear", shm_clear, 0);

@@ -151,6 +151,21 @@ module Strata
       (bytes && Entry.stamped?(bytes)) ? current(key, bytes, 0) : bytes
     end
 
+    # #get_host for a reader that takes an entry holding a bare String as its value, and has
+    # nothing for on_stamps to hear (the caller's word): the value String of such an entry,
+    # current, read and checked in one call of the host tier (Tier#get_current_plain); [bytes]
+    # for any other bytes #get_host would return; nil for what it returns nil for.
+    def get_host_plain(key)
+      return nil unless @host_index == 0
+
+      found = @tiers[0].get_current_plain(key)
+      return found unless false.equal?(found)
+
+      bytes = @tiers[0].probe(key)
+      bytes = current(key, bytes, 0) if bytes && Entry.stamped?(bytes)
+      bytes && [bytes]
+    end
+
     # The read-through of key: a Strata::Fill, through which the caller reads key (Fill#get: nil
     # when it is to compute the value), writes what it computed (Fill#set: the fill) and ends it
     # (Fill#finish: the host lock and an unused lease given back). With a block, yields the fill,

@@ -51,6 +51,16 @@ module Strata
       (bytes && Entry.stamped?(bytes)) ? false : bytes
     end
 
+    # Optional. #get_current for a reader that takes an entry holding a bare String
+    # (Entry.plain_string) as its value (Stack#get_host_plain): that value String when such an
+    # entry is current; [bytes] for any other bytes #get_current would return; false and nil as
+    # #get_current gives them. Counted as #get_current counts. By default, #get_current's bytes
+    # wrapped.
+    def get_current_plain(key)
+      bytes = get_current(key)
+      bytes ? [bytes] : bytes
+    end
+
     # Optional. #get_multi for the stack's read of the host tier for a reader that takes an entry
     # holding a bare String (Entry.plain_string) as its value, and names its keys
     # (Stack#get_multi_plain): each name's key is prefix + name (the bytes of both), made only

@@ -144,6 +144,35 @@ module Strata
         assert_equal [{}, {}, [name]], read([name], "ns:", 249)
       end
 
+      # get_current_plain: the same answers for one key, as the hit path of fetch and read takes
+      # them (Stack#get_host_plain).
+      def test_get_current_plain_answers_a_value_bytes_false_or_nil
+        @table.set("utf8", Entry.encode("héllo".b, flags: Entry::UTF8))
+        @table.set("page/1", Entry.encode("[1]", flags: Entry::UTF8, stamps: stamps))
+        marshaled = Entry.encode(Marshal.dump({"a" => 1}))
+        @table.set("marshaled", marshaled)
+        @table.set("counter", "42")
+
+        value = @table.get_current_plain("utf8")
+        assert_equal "héllo", value
+        assert_equal Encoding::UTF_8, value.encoding
+        assert_equal "[1]", @table.get_current_plain("page/1")
+        assert_equal [marshaled], @table.get_current_plain("marshaled")
+        assert_equal ["42"], @table.get_current_plain("counter")
+        assert_nil @table.get_current_plain("missing")
+
+        @dependencies.bump([@ids.first])
+        assert_equal false, @table.get_current_plain("page/1")
+
+        # (The table's own hits count the tag versions a stamp check reads too: unstamped keys here.)
+        before = @table.stats.fetch(:hits)
+        @table.get_current_plain("utf8")
+        @table.get_current_plain("counter")
+        @table.get_current_plain("missing")
+        assert_equal before + 2, @table.stats.fetch(:hits), "what it returns counts as a hit, nil nothing"
+        assert_raises(TypeError) { @table.get_current_plain(:page) }
+      end
+
       def test_names_must_be_an_array_and_the_prefix_a_string
         assert_raises(TypeError) { @table.get_plain_named("page/1", "", 250) }
         assert_raises(TypeError) { @table.get_plain_named(["page/1"], nil, 250) }

@@ -122,8 +122,19 @@ module ActiveSupport
         # Lower tiers are left to one read further on. Not with an active local cache: it answers
         # first.
         # none_pending: as Codec#live_value's.
+        # An entry holding a bare String comes back from the table as its value, decoded and its
+        # stamps checked in C (Stack#get_host_plain), unless what a read's stamps are handed to (a
+        # transaction's pending tags, a computation's dependencies) is waiting for them.
         def host_hit(key, options, version, none_pending)
-          bytes = @stack.get_host(key)
+          if @stamp_reads.idle? && (none_pending || !Strata::TransactionTags.current)
+            return Codec::MISS unless (found = @stack.get_host_plain(key))
+            return found if found.instance_of?(String)
+
+            bytes = found.first
+            none_pending = true
+          else
+            bytes = @stack.get_host(key)
+          end
           bytes ? @codec.live_value(bytes, options[:raw], version, none_pending) : Codec::MISS
         rescue Strata::Error
           Codec::MISS # the base path reads again and reports the failure once
