@@ -17,7 +17,7 @@ module StrataDemo
   # The environment it reads:
   # DATABASE_URL       the database (default: SQLite, storage/demo.sqlite3; bin/demo sets it)
   # STRATA_DEMO_L1     the L1 table's file (default tmp/strata-demo.l1)
-  # STRATA_MEMCACHED   host:port,... to add memcached as L2
+  # STRATA_MEMCACHED   host:port,... to add memcached as L2 (config.cache_store below)
   # STRATA_DEMO_LOG_LEVEL  debug, info (default), warn ...
   class Application < Rails::Application
     config.load_defaults 7.2
@@ -30,8 +30,19 @@ module StrataDemo
     config.logger = ActiveSupport::TaggedLogging.new(ActiveSupport::Logger.new($stdout))
     config.log_level = ENV.fetch("STRATA_DEMO_LOG_LEVEL", "info").to_sym
 
-    # Rails.cache is Strata's store (config/initializers/strata.rb), made once Active Record knows
-    # the database; until then nothing reads the cache.
-    config.cache_store = :null_store
+    # Rails.cache: Strata's store. L1, one table file every process of the app maps (Puma's
+    # workers fork from the booted app, so they share it), over the SQL tier in the app's own
+    # database: its tag versions and invalidation log sit beside the bugs, where the triggers of
+    # a raw SQL UPDATE reach them, and each host's poller follows that log. memcached joins as
+    # L2 when STRATA_MEMCACHED names servers. The connection class goes by name: the models
+    # can't be loaded while Rails reads this, and the store looks it up once the app has booted.
+    # The database tasks go without it (Rakefile).
+    servers = ENV["STRATA_MEMCACHED"].to_s.split(",")
+    config.cache_store = :strata_store, {
+      namespace: "demo",
+      l1: {path: ENV.fetch("STRATA_DEMO_L1") { File.expand_path("../tmp/strata-demo.l1", __dir__) }, size: 32 << 20},
+      sql: {connection_class: "ApplicationRecord"},
+      **(servers.empty? ? {} : {memcached: {servers: servers}})
+    }
   end
 end

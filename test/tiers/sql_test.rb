@@ -333,6 +333,33 @@ class SqlTierTest < Minitest::Test
     AppRecord.remove_connection
   end
 
+  # config.cache_store can't name a model of the app (not loaded yet): a class given by name is
+  # looked up at first use. Until it is defined the database is not connected, which the
+  # poller's first rounds pass over (Poller#booting?); a constant that is no Active Record class
+  # is a TierError; neither is ever an exception of another kind.
+  def test_a_connection_class_given_by_name_is_looked_up_at_first_use
+    tier = SQL.new(connection_class: "SqlTierTest::LaterRecord")
+    @tiers << tier
+    error = assert_raises(Strata::TierError) { tier.get("k") }
+    assert_kind_of ActiveRecord::ConnectionNotEstablished, error.cause
+    assert_match(/SqlTierTest::LaterRecord is not defined/, error.message)
+
+    self.class.const_set(:LaterRecord, Class.new(AppRecord))
+    LaterRecord.establish_connection(adapter: "sqlite3", database: File.join(@dir, "app.sqlite3"))
+    SQL.create_table!(LaterRecord)
+    assert tier.set("k", "v")
+    assert_equal "v", tier.get("k")
+    assert_same LaterRecord, tier.connection_class
+
+    not_a_record = SQL.new(connection_class: "SqlTierTest")
+    @tiers << not_a_record
+    error = assert_raises(Strata::TierError) { not_a_record.get("k") }
+    assert_match(/SqlTierTest is SqlTierTest, not an Active Record class/, error.message)
+  ensure
+    LaterRecord.remove_connection if self.class.const_defined?(:LaterRecord, false)
+    self.class.send(:remove_const, :LaterRecord) if self.class.const_defined?(:LaterRecord, false)
+  end
+
   def test_an_unusable_path_raises_a_tier_error
     blocker = File.join(@dir, "a-file")
     File.write(blocker, "")
@@ -371,6 +398,8 @@ class SqlTierTest < Minitest::Test
 
     {
       {connection_class: String} => /connection_class/,
+      {connection_class: "not a constant"} => /connection_class/,
+      {connection_class: :AppRecord} => /connection_class/,
       {connection_class: ActiveRecord::Base, pool: 2} => /pool/,
       {connection_class: ActiveRecord::Base, busy_timeout: 1} => /busy_timeout/
     }.each do |options, message|

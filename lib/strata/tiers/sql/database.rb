@@ -32,16 +32,16 @@ module Strata
         # for the statements that are running, never for a lock.
         HOLD_INTERRUPTS = {Object => :never}.freeze
 
-        attr_reader :connection_class
-
-        # connection_class: an Active Record class whose pool reaches the database. owned: true
-        # when the tier made the class (embedded), so that #close may remove its pool.
+        # connection_class: an Active Record class whose pool reaches the database, or its name
+        # (see #connection_class). owned: true when the tier made the class (embedded), so that
+        # #close may remove its pool.
         # sqlite_pool: for the embedded file, a Strata::ResourcePool of SQLite3::Database
         # connections (Embedded.sqlite_pool) that #run checks out instead of an Active Record
         # connection: Active Record's checkout and checkin cost more than the SQLite work of a
         # one-row read (14 of 25 us). Active Record still makes the schema (#run_active_record).
         def initialize(connection_class, owned:, sqlite_pool: nil)
-          @connection_class = connection_class
+          @connection_class = connection_class.is_a?(String) ? nil : connection_class
+          @class_name = connection_class.is_a?(String) ? connection_class : connection_class.name
           @owned = owned
           @sqlite_pool = sqlite_pool
           @dialect = nil
@@ -55,6 +55,16 @@ module Strata
           @reruns_lock = Mutex.new
         end
 
+        # The Active Record class. One given by name (connection_class: "CacheRecord", as
+        # config.cache_store needs: the app's models can't be loaded while Rails reads its
+        # configuration) is looked up at first use after the app has booted. Until then, and
+        # while no such class is defined, the database is not connected yet
+        # (ActiveRecord::ConnectionNotEstablished, which the poller's first rounds pass over
+        # silently, Poller#booting?); a constant that is no Active Record class is a TierError.
+        def connection_class
+          @connection_class ||= named_class
+        end
+
         # How many times #run ran a block again after a deadlock, in this process.
         def deadlock_reruns
           @reruns_lock.synchronize { @deadlock_reruns }
@@ -63,7 +73,7 @@ module Strata
         # The Dialect of the class's database, read on first use: Active Record may not know the
         # app's database yet when the tier is made (Rails makes caches early in boot).
         def dialect
-          @dialect ||= Dialect.for(@connection_class.connection_db_config.adapter)
+          @dialect ||= Dialect.for(connection_class.connection_db_config.adapter)
         end
 
         # Checks a connection out for the block and returns the block's value. The one place a
@@ -74,7 +84,7 @@ module Strata
           guarded(operation) do
             next @sqlite_pool.with { |db| Thread.handle_interrupt(HOLD_INTERRUPTS) { yield db } } if @sqlite_pool
 
-            @connection_class.connection_pool.with_connection do |c|
+            connection_class.connection_pool.with_connection do |c|
               c.transaction_open? ? isolated(c, &) : rerun_deadlocked(c, &)
             end
           end
@@ -82,7 +92,7 @@ module Strata
 
         # #run on an Active Record connection even when the embedded pool is there: for the schema.
         def run_active_record(operation, &)
-          guarded(operation) { @connection_class.connection_pool.with_connection(&) }
+          guarded(operation) { connection_class.connection_pool.with_connection(&) }
         end
 
         # The decoded rows of a query, read past the app's query cache (a cached read would miss
@@ -177,14 +187,34 @@ module Strata
 
         # "Strata L3 <adapter>:<host>:<port>/<database>", never the password.
         def description
-          config = @connection_class.connection_db_config.configuration_hash
+          config = connection_class.connection_db_config.configuration_hash
           address = config[:host] ? "#{config[:host]}#{":#{config[:port]}" if config[:port]}/" : ""
           "Strata L3 #{config[:adapter]}:#{address}#{config[:database]}"
         rescue ActiveRecord::ActiveRecordError
-          "Strata L3 #{@connection_class.name}"
+          "Strata L3 #{@class_name}"
         end
 
         private
+
+        def named_class
+          raise ActiveRecord::ConnectionNotEstablished, "#{@class_name} is looked up once the app has booted" if app_booting?
+
+          named = Object.const_get(@class_name)
+          return named if named.is_a?(Class) && named <= ActiveRecord::Base
+
+          raise TierError.new("connection_class #{@class_name} is #{named.inspect}, not an Active Record class", tier: :l3)
+        rescue NameError => e
+          raise ActiveRecord::ConnectionNotEstablished, "connection_class #{@class_name} is not defined: #{e.message}"
+        end
+
+        # Whether a Rails app is initializing: looking a model up from here (another thread, an
+        # early initializer) would load Active Record before the app configured it.
+        def app_booting?
+          return false unless defined?(::Rails) && ::Rails.respond_to?(:application)
+
+          app = ::Rails.application
+          !app.nil? && !app.initialized?
+        end
 
         # The one place a database error is judged (see #run).
         def guarded(operation)

@@ -49,11 +49,17 @@ module Strata
           raise ArgumentError, "pass path: (embedded SQLite) or connection_class:" if path.nil? && connection_class.nil?
           return validate_embedded(path, pool, busy_timeout) if path
 
-          unless connection_class.is_a?(Class) && connection_class <= ActiveRecord::Base
-            raise ArgumentError, "connection_class must be ActiveRecord::Base or a subclass, not #{connection_class.inspect}"
+          unless (connection_class.is_a?(Class) && connection_class <= ActiveRecord::Base) || class_name?(connection_class)
+            raise ArgumentError, "connection_class must be ActiveRecord::Base or a subclass, or its name " \
+              "(a String such as \"CacheRecord\"), not #{connection_class.inspect}"
           end
           raise ArgumentError, "pool applies to path: only; connection_class brings its own pool" if pool
           raise ArgumentError, "busy_timeout applies to path: only; set the database's timeouts in its config" if busy_timeout
+        end
+
+        # A constant's name: "CacheRecord", "Cache::Record".
+        def class_name?(name)
+          name.is_a?(String) && name.match?(/\A(::)?[A-Z]\w*(::[A-Z]\w*)*\z/)
         end
 
         def validate_embedded(path, pool, busy_timeout)
