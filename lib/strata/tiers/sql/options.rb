@@ -49,12 +49,16 @@ module Strata
           raise ArgumentError, "pass path: (embedded SQLite) or connection_class:" if path.nil? && connection_class.nil?
           return validate_embedded(path, pool, busy_timeout) if path
 
-          unless (connection_class.is_a?(Class) && connection_class <= ActiveRecord::Base) || class_name?(connection_class)
+          unless record_class?(connection_class) || class_name?(connection_class)
             raise ArgumentError, "connection_class must be ActiveRecord::Base or a subclass, or its name " \
               "(a String such as \"CacheRecord\"), not #{connection_class.inspect}"
           end
           raise ArgumentError, "pool applies to path: only; connection_class brings its own pool" if pool
           raise ArgumentError, "busy_timeout applies to path: only; set the database's timeouts in its config" if busy_timeout
+        end
+
+        def record_class?(value)
+          value.is_a?(Class) && value <= ActiveRecord::Base
         end
 
         # A constant's name: "CacheRecord", "Cache::Record".
