@@ -188,12 +188,14 @@ module Strata
           options[:full] ? {} : REPORT_STANDARD
         end
         reports.to_h do |name, report_class|
-          @err.puts "report: #{name}"
+          @err.print "report: #{name}"
+          started = Process.clock_gettime(Process::CLOCK_MONOTONIC)
           section = begin
             report_class.new(env, **settings).run
           rescue => e
             {error: Format.error(e)}
           end
+          @err.puts format(" (%.1f s)", Process.clock_gettime(Process::CLOCK_MONOTONIC) - started)
           [name, section]
         end
       end

@@ -20,7 +20,7 @@ module Strata
       # 25 KiB per call can still be in the allocator's page-fault phase.
       # STANDARD is bin/bench's default, FULL its --full.
       QUICK = {warmup: 0.15, time: 0.4, settle: 0.4, rounds: 3, settle_large_writes: false}.freeze
-      STANDARD = {warmup: 0.12, time: 0.6, settle: 0.3, rounds: 4}.freeze
+      STANDARD = {warmup: 0.1, time: 0.5, settle: 0.3, rounds: 4}.freeze
       FULL = {warmup: 1.0, time: 2.5, settle: 5.0}.freeze
       # Seven: the median then survives three rounds caught in a slow spell, and Targets has seven
       # pairs of rounds to take the median ratio of. (Five survived two.)
@@ -55,10 +55,14 @@ module Strata
         done = 0
         cases.map.with_index(1) do |kase, n|
           @progress.puts "#{kase.name} (case #{n}/#{cases.size}: #{kase.describe}; #{@rounds} rounds)"
-          measure_case(kase, stores).each do |result|
+          started = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+          results = measure_case(kase, stores)
+          results.each do |result|
             done += 1
             @progress.puts format("  [%2d/%d] %-16s %s", done, total, result.store, progress_note(result))
           end
+          @progress.puts format("  (%.1f s)", Process.clock_gettime(Process::CLOCK_MONOTONIC) - started)
+          results
         end.flatten
       end
 
