@@ -189,6 +189,20 @@ module Strata
           end
         end
 
+        # StrataStore#fetch of a key no tier holds, L1 alone, the block's 30 B value written: a
+        # cold miss (the host's single-flight lock, the block, the write). A new key each call.
+        class FetchMissL1 < FetchHitL1
+          def initialize(env, name)
+            super
+            @misses = 0
+          end
+
+          def call
+            @misses += 1
+            @target.fetch("#{@key}:miss:#{@misses}") { VALUE }
+          end
+        end
+
         # StrataStore#read_multi of a page of 75 cached 600 B Strings, each stamped with two tags,
         # L1 alone: what Strata::Representation's collection reads (docs/representation.md).
         class ReadMulti75L1 < FetchHitL1
@@ -227,7 +241,8 @@ module Strata
           "fetch_hit_l1_memcached_sql" => FetchHitFull,
           "write_l1" => WriteL1,
           "read_miss_l1" => ReadMissL1,
-          "read_multi_75_l1" => ReadMulti75L1
+          "read_multi_75_l1" => ReadMulti75L1,
+          "fetch_miss_l1" => FetchMissL1
         }.freeze
 
         def self.open(name, env)

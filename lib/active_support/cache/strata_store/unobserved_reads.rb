@@ -31,7 +31,6 @@ module ActiveSupport
         READ_EVENT = "cache_read.active_support"
         FETCH_HIT_EVENT = "cache_fetch_hit.active_support"
         GENERATE_EVENT = "cache_generate.active_support"
-        WRITE_EVENT = "cache_write.active_support"
         # What the read-through of a fetch found when no tier holds the key.
         ABSENT = Object.new.freeze
 
@@ -69,7 +68,9 @@ module ActiveSupport
           reading_through(key, !local) do
             value = through_hit(key, options, version)
             if ABSENT.equal?(value)
-              unless local || observed?(GENERATE_EVENT)
+              # observed?(FETCH_HIT_EVENT) above found no debug logger and no cache_read
+              # subscriber, and no code of the app's has run since: cache_generate is left.
+              unless local || ActiveSupport::Notifications.notifier.listening?(GENERATE_EVENT)
                 value = cold_fill(name, key, options, &block)
                 @counters.operation(Strata::Counters::FETCH_MISS, started)
                 next value
@@ -166,8 +167,8 @@ module ActiveSupport
             next value if value.nil? && written[:skip_nil]
 
             written = merged_options(written) unless written == options # an expires_at becomes an expires_in
-            # UnobservedWrites#write_unobserved: the key is normalized already.
-            observed?(WRITE_EVENT) ? write(name, value, written) : write_unobserved(name, key, value, written)
+            # UnobservedWrites: the key is normalized already; the block may have subscribed.
+            write_observed? ? write(name, value, written) : write_unobserved(name, key, value, written)
             value
           end
         end
