@@ -41,12 +41,11 @@ module Strata
       STORE_EXTRAS = {tag_hit_cost: TagHitCost, tag_invalidate_cost: TagInvalidateCost,
                       cross_host_staleness: CrossHostStaleness}.freeze
       REPORTS = EXTRAS.merge(STORE_EXTRAS).freeze
-      # The reports' timing in the default run (each report's own DEFAULTS, longer, with --full):
-      # seconds per timed cell or process run, its warmup, and the most a cell settles first.
-      REPORT_STANDARD = {seconds: 1.2, warmup: 0.3, settle: 1.0}.freeze
-      # The staleness report's rounds in the default run (80 with --full): each takes about 0.2 s,
-      # and of 40 the p99 is the slowest, so the figure errs long if anything.
-      STALENESS_STANDARD = REPORT_STANDARD.merge(rounds: 40).freeze
+      # The reports' timing in the default run (each report's own DEFAULTS, longer, with --full;
+      # each takes the keys it has): seconds per timed cell or process run, its warmup, the most a
+      # cell settles first, and the staleness report's rounds (80 with --full: each takes about
+      # 0.2 s, and of 40 the p99 is the slowest, so the figure errs long if anything).
+      REPORT_STANDARD = {seconds: 1.2, warmup: 0.3, settle: 1.0, rounds: 40}.freeze
 
       def initialize(argv, out: $stdout, err: $stderr)
         @argv = argv
@@ -194,7 +193,7 @@ module Strata
           @err.print "report: #{name}"
           started = Process.clock_gettime(Process::CLOCK_MONOTONIC)
           section = begin
-            report_class.new(env, **((name == :cross_host_staleness && settings.equal?(REPORT_STANDARD)) ? STALENESS_STANDARD : settings)).run
+            report_class.new(env, **settings).run
           rescue => e
             {error: Format.error(e)}
           end

@@ -32,7 +32,7 @@ module Strata
 
       def initialize(env, quick: false, **options)
         @env = env
-        @rounds = quick ? QUICK_ROUNDS : options.fetch(:rounds, DEFAULTS[:rounds])
+        @rounds = quick ? QUICK_ROUNDS : DEFAULTS.merge(options.slice(*DEFAULTS.keys))[:rounds]
       end
 
       # A Hash for the JSON report (string keys); ::lines renders it.

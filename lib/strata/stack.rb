@@ -147,8 +147,7 @@ module Strata
       end
       return nil if bytes.nil?
 
-      bytes = @tiers[0].probe(key)
-      (bytes && Entry.stamped?(bytes)) ? current(key, bytes, 0) : bytes
+      host_settled(key)
     end
 
     # #get_host for a reader that takes an entry holding a bare String as its value, and has
@@ -161,8 +160,7 @@ module Strata
       found = @tiers[0].get_current_plain(key)
       return found unless false.equal?(found)
 
-      bytes = @tiers[0].probe(key)
-      bytes = current(key, bytes, 0) if bytes && Entry.stamped?(bytes)
+      bytes = host_settled(key)
       bytes && [bytes]
     end
 
@@ -421,6 +419,13 @@ module Strata
     end
 
     private
+
+    # The host tier's copy of a stamped entry whose stamps it could not settle alone (its
+    # get_current said false): read again, and checked through the lower tiers' versions.
+    def host_settled(key)
+      bytes = @tiers[0].probe(key)
+      (bytes && Entry.stamped?(bytes)) ? current(key, bytes, 0) : bytes
+    end
 
     # Stamped entry bytes read at tier index: bytes when every stamp is current (on_stamps is
     # told them), else nil, and the tier's copy is deleted: it can never be current again, and
