@@ -254,6 +254,32 @@ class SingleFlightTest < Minitest::Test
     assert_equal entry("winner's"), @l2.get(@key)
   end
 
+  # The key's lock word is another key's fill's (ext/strata/fill_locks.h: two keys, one word):
+  # no lock to be had, so the caller fills without one, as a host without single-flight would.
+  def test_a_key_whose_lock_word_another_fill_holds_is_filled_unlocked
+    host = stack({l1: @l1})
+    held = []
+    # Bound: 8,192 lock words; a key's word is another's after about that many keys.
+    200_000.times do |i|
+      break if held.size > 0 && (token = @l1.lock_fill(@key, 60)).nil?
+
+      @l1.unlock_fill(@key, token) if token
+      other = "other-#{i}"
+      held << [other, @l1.lock_fill(other, 60)]
+    end
+    assert_nil @l1.lock_fill(@key, 60), "some other key holds this key's lock word"
+
+    fill = host.read_through(@key)
+    assert_nil fill.get, "computes"
+    assert_nil fill.host_lock, "without a lock"
+    assert fill.set(entry("unlocked"), ttl: 60)
+    fill.finish
+    assert_equal entry("unlocked"), @l1.get(@key)
+    assert_empty @errors
+  ensure
+    held&.each { |other, token| @l1.unlock_fill(other, token) if token }
+  end
+
   def test_fill_wait_zero_is_a_plain_read
     plain = stack({l1: @l1, l2: @l2}, fill_wait: 0)
     fill = plain.read_through(@key)

@@ -393,6 +393,40 @@ static VALUE shm_delete(VALUE self, VALUE key)
     return Qnil;
 }
 
+/* lock_fill(key, ttl): the host's fill lock of key (fill_locks.h) for ttl seconds (> 0): an
+ * Integer token for unlock_fill when this caller took it, false when another caller holds it,
+ * nil when there is no lock to be had (the key's lock word is another key's). The token is the
+ * lock word's expiry: the word's tag is the key's, so it need not travel. */
+static VALUE shm_lock_fill(VALUE self, VALUE key, VALUE ttl)
+{
+    shm *s = shm_open_handle(self);
+    uint64_t token = 0, ttl_ms;
+
+    strata_check_key(key);
+    ttl_ms = ttl_ms_of(ttl);
+    switch (strata_fill_lock(s->t, RSTRING_PTR(key), (size_t)RSTRING_LEN(key), ttl_ms, &token)) {
+    case STRATA_FILL_LOCK_TAKEN:
+        return ULL2NUM(token);
+    case STRATA_FILL_LOCK_HELD:
+        return Qfalse;
+    default:
+        return Qnil;
+    }
+}
+
+/* unlock_fill(key, token): gives back the fill lock lock_fill took as token. True when it was
+ * still this caller's, false when it had lapsed meanwhile. */
+static VALUE shm_unlock_fill(VALUE self, VALUE key, VALUE token)
+{
+    shm *s = shm_open_handle(self);
+    uint64_t expires;
+
+    strata_check_key(key);
+    expires = u64_of(token, "token");
+    if (expires == 0 || expires > STRATA_FILL_LOCK_EXPIRES_MASK) rb_raise(rb_eArgError, "not a fill lock token");
+    return strata_fill_unlock(s->t, RSTRING_PTR(key), (size_t)RSTRING_LEN(key), expires) ? Qtrue : Qfalse;
+}
+
 static VALUE shm_counter(int argc, VALUE *argv, VALUE self, strata_op op)
 {
     shm *s;
@@ -796,6 +830,7 @@ static VALUE shm_stats(VALUE self)
     hash_put(h, "too_large", st.counters.too_large);
     hash_put(h, "owner_died_recoveries", st.counters.owner_died_recoveries);
     hash_put(h, "torn_reads", st.counters.torn_reads);
+    hash_put(h, "fill_lock_collisions", st.counters.fill_lock_collisions);
     hash_put(h, "size", st.geometry.size);
     hash_put(h, "shards", st.geometry.shards);
     hash_put(h, "segment_size", st.geometry.segment_size);
@@ -1003,6 +1038,8 @@ void strata_init_shared_memory(void)
     rb_define_method(c, "add", shm_add, -1);
     rb_define_method(c, "cas", shm_cas, -1);
     rb_define_method(c, "delete", shm_delete, 1);
+    rb_define_method(c, "lock_fill", shm_lock_fill, 2);
+    rb_define_method(c, "unlock_fill", shm_unlock_fill, 2);
     rb_define_method(c, "add_polled", shm_add_polled, 3);
     rb_define_method(c, "polled_until", shm_polled_until, 0);
     rb_define_method(c, "polled_until=", shm_set_polled_until, 1);

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "counters.h"
+#include "fill_locks.h"
 #include "hash.h"
 #include "lock.h"
 
@@ -30,11 +31,12 @@
 /* ------------------------------------------------------------------------------------------ */
 
 #define MAGIC 0x314C415441525453ULL /* "STRATAL1" read as a little-endian u64 */
-#define LAYOUT_VERSION 5u /* 2: the bucket word (seq | fence mask), the shard fenced count;
+#define LAYOUT_VERSION 6u /* 2: the bucket word (seq | fence mask), the shard fenced count;
                             * 3: fenced is 64 bits, the shard's fence log;
                             * 4: the host's counters region (counters.h) before the index;
                             * 5: POLLED items (an item flag an older build would ignore) and
-                            *    the counters region's polled_until */
+                            *    the counters region's polled_until;
+                            * 6: the fill locks region (fill_locks.h) after the counters */
 #define HEADER_BYTES 4096u
 #define CTL_BYTES 128u
 #define BUCKET_BYTES 64u
@@ -286,7 +288,7 @@ strata_status strata_geometry_resolve(const strata_options *o, strata_geometry *
     }
 
     ctl_bytes = round_up(shards * CTL_BYTES, 4096);
-    avail = size - HEADER_BYTES - ctl_bytes - STRATA_COUNTERS_BYTES;
+    avail = size - HEADER_BYTES - ctl_bytes - STRATA_COUNTERS_BYTES - STRATA_FILL_LOCK_BYTES;
     if (o->slots != 0) {
         if (o->slots > size / 8) { /* also keeps the products below from overflowing */
             *what = "slots: the index alone would not fit in size";
@@ -331,7 +333,8 @@ strata_status strata_geometry_resolve(const strata_options *o, strata_geometry *
     g->slots = shards * buckets * STRATA_SLOTS_PER_BUCKET;
     g->ctl_offset = HEADER_BYTES;
     g->counters_offset = HEADER_BYTES + ctl_bytes;
-    g->index_offset = g->counters_offset + STRATA_COUNTERS_BYTES;
+    g->fill_locks_offset = g->counters_offset + STRATA_COUNTERS_BYTES;
+    g->index_offset = g->fill_locks_offset + STRATA_FILL_LOCK_BYTES;
     g->data_offset = g->index_offset + index_bytes;
     g->data_bytes = shards * segs * seg;
     g->max_value_size = seg - SEG_HDR - ITEM_HDR;
@@ -1387,6 +1390,33 @@ static uint64_t polled_until_load(const strata_table *t) { return strata_polled_
 uint64_t strata_polled_until_get(const strata_table *t) { return polled_until_load(t); }
 
 void strata_polled_until_put(strata_table *t, uint64_t until_ms) { strata_polled_until_set(counters_region(t), until_ms); }
+
+/* ------------------------------------------------------------------------------------------ */
+/* The host's fill locks (fill_locks.h)                                                       */
+/* ------------------------------------------------------------------------------------------ */
+
+static inline uint8_t *fill_locks_region(const strata_table *t) { return t->base + t->geo.fill_locks_offset; }
+
+/* ms since the file was built (the fill locks' clock); 0 when the clock reads earlier. */
+static uint64_t since_created(const strata_table *t)
+{
+    uint64_t now = now_ms();
+    return now > t->created_ms ? now - t->created_ms : 0;
+}
+
+strata_fill_lock_answer strata_fill_lock(strata_table *t, const void *key, size_t key_len, uint64_t ttl_ms,
+                                         uint64_t *token)
+{
+    strata_fill_lock_answer answer =
+        strata_fill_lock_take(fill_locks_region(t), strata_key_hash(t, key, key_len), since_created(t), ttl_ms, token);
+    if (answer == STRATA_FILL_LOCK_OTHER) COUNT(t, fill_lock_collisions);
+    return answer;
+}
+
+int strata_fill_unlock(strata_table *t, const void *key, size_t key_len, uint64_t token)
+{
+    return strata_fill_lock_give(fill_locks_region(t), strata_key_hash(t, key, key_len), token);
+}
 
 uint64_t *strata_counter_words(strata_table *t)
 {

@@ -41,7 +41,11 @@
  *     ctl bytes         unslotted), then 128 slots of 1024 bytes, one per process that counts
  *                       (u64 owner pid, u64 claims, 6 unused, 120 u64 counter words). Not in
  *                       the header: derived from ctl offset and shards, and checked through
- *                       index offset, which follows it.
+ *                       index offset, which follows the fill locks.
+ *   fill locks offset   the host's fill locks (fill_locks.h: its layout, invariants and
+ *     = counters offset caveats), STRATA_FILL_LOCK_BYTES (64 KiB): 8,192 u64 lock words, each
+ *     + 132 KiB         0 or a key's hash tag and expiry. Not in the header either: derived
+ *                       as the counters region is.
  *   index offset        shards x buckets-per-shard buckets of 64 bytes (one cache line), shard 0
  *                       first, rounded up to 4096:
  *                         u64 word; u64 slot[7]
@@ -173,15 +177,16 @@
  *
  *   Defaults (strata_geometry_resolve): shards = 16, halved while a shard would get under 512 KiB.
  *   segment size = size / (shards * 16) rounded down to a power of two, clamped to 64 KiB..4 MiB.
- *   After the header, control blocks and counters region, whole segments get
+ *   After the header, control blocks, counters region and fill locks, whole segments get
  *   7*96/(7*96 + 64) = 91.3% of the space (rounded down to whole segments) and the index gets
  *   the rest, which is at least one slot per STRATA_DATA_PER_SLOT (96) data bytes. slots: overrides that, rounded up to whole
  *   buckets per shard.
  *   Metadata per entry = 24-byte item header + (64/7 = 9.14 index bytes per slot) / load, plus
  *   under 8 bytes of alignment padding; 48 bytes or less at any load >= 0.38. An entry of a
  *   30-byte value under a 40-byte key takes exactly 96 data bytes. Example, 64 MiB with defaults:
- *   16 shards x 14 segments of 256 KiB (87.5% of the file), 901,824 slots (12.3%; the counters
- *   region takes 132 KiB); full of such entries it holds 611,669 of them at load 0.68:
+ *   16 shards x 14 segments of 256 KiB (87.5% of the file), 894,656 slots (12.2%; the counters
+ *   region takes 132 KiB, the fill locks 64 KiB); full of such entries it holds 611,669 of them
+ *   at load 0.68:
  *   24 + 9.14/0.68 = 37.5 bytes of metadata each.
  *   max value size = segment size - 16 - 24 (key + value bytes): an item never spans segments.
  *
@@ -267,6 +272,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fill_locks.h"
+
 /* Status codes of every strata_ function. strata_strerror gives a message. */
 typedef enum strata_status {
     STRATA_OK = 0,
@@ -337,6 +344,7 @@ typedef struct strata_geometry {
     uint64_t slots;          /* shards * buckets_per_shard * 7 */
     uint64_t ctl_offset;
     uint64_t counters_offset; /* the host's counters region (counters.h) */
+    uint64_t fill_locks_offset; /* the host's fill locks (fill_locks.h) */
     uint64_t index_offset;
     uint64_t data_offset;
     uint64_t data_bytes;     /* shards * segments_per_shard * segment_size */
@@ -346,7 +354,7 @@ typedef struct strata_geometry {
 /* Per-handle counters; see strata_stats. */
 typedef struct strata_counters {
     uint64_t hits, misses, sets, deletes, evictions, expired, lock_timeouts, too_large,
-        owner_died_recoveries, torn_reads;
+        owner_died_recoveries, torn_reads, fill_lock_collisions;
 } strata_counters;
 
 typedef struct strata_stats {
@@ -547,6 +555,19 @@ void strata_counter_totals_get(strata_table *t, struct strata_counter_totals *ou
  * items are live, and its store. Lock-free, any process; the last store wins. */
 uint64_t strata_polled_until_get(const strata_table *t);
 void strata_polled_until_put(strata_table *t, uint64_t until_ms);
+
+/*
+ * The host's fill lock of key (fill_locks.h), taken for ttl_ms: STRATA_FILL_LOCK_TAKEN with
+ * *token set, STRATA_FILL_LOCK_HELD (another caller fills key) or STRATA_FILL_LOCK_OTHER (the
+ * key's lock word is another key's: counted as fill_lock_collisions). Lock-free, any process;
+ * reads the clock once. key is not checked (1..STRATA_MAX_KEY bytes is the caller's to ensure).
+ */
+strata_fill_lock_answer strata_fill_lock(strata_table *t, const void *key, size_t key_len, uint64_t ttl_ms,
+                                         uint64_t *token);
+
+/* Give back key's fill lock taken as token: 1 when it was given back, 0 when it had lapsed and
+ * is no longer this caller's. Lock-free, any process. */
+int strata_fill_unlock(strata_table *t, const void *key, size_t key_len, uint64_t token);
 
 /* Which shard key belongs to. */
 uint32_t strata_shard_for(const strata_table *t, const void *key, size_t key_len);

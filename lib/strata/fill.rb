@@ -20,7 +20,8 @@ module Strata
   class Fill
     # The Stack that made it, and the key it reads through.
     attr_reader :owner, :key
-    # The host tier's lock key, while this caller holds the host single-flight.
+    # The host tier's fill lock token (Tier#lock_fill), while this caller holds the host
+    # single-flight.
     attr_accessor :host_lock
     # Index of the tier whose cluster lease this caller won, and the lease's cas token.
     attr_accessor :lease_index, :lease_cas

@@ -17,7 +17,7 @@ module Strata
     # cas:      compare-and-set on a token returned by #get_with_cas.
     # counters: atomic incr/decr across every client of the tier.
     # host:     shared by every process of one host (and only them); the stack takes its host
-    #           single-flight lock there, with add.
+    #           single-flight lock there (#lock_fill).
     # tombstones: delete leaves a marker that refuses the fill of a read-through which read the
     #           key before it (#get_for_fill, #add_for_fill). Without it, a fill is a plain add.
     CAPABILITIES = {leases: false, stale: false, cas: false, counters: false, host: false, tombstones: false}.freeze
@@ -139,6 +139,19 @@ module Strata
     # Required. Remove key. True if something was removed.
     def delete(key)
       raise NotImplementedError, "#{self.class} must implement delete"
+    end
+
+    # Optional (capability :host). Takes the host's fill lock of key for ttl seconds: a token
+    # for #unlock_fill when this caller took it, false when another caller holds it, nil when
+    # there is no lock to be had for key (the caller fills without one).
+    def lock_fill(key, ttl)
+      raise NotImplementedError, "#{self.class} has no fill locks"
+    end
+
+    # Optional (capability :host). Gives back the fill lock of key that #lock_fill took as
+    # token. True when it was still held, false when it had lapsed.
+    def unlock_fill(key, token)
+      raise NotImplementedError, "#{self.class} has no fill locks"
     end
 
     # Optional (capability :leases). Reads key for read-through: an object answering value (the

@@ -96,7 +96,7 @@ class StatsCountersTest < Minitest::Test
 
     l1 = stats_json[:l1]
 
-    assert_match(/layout version 3, this build reads 5/, l1[:error])
+    assert_match(/layout version 3, this build reads 6/, l1[:error])
     assert_equal before, File.binread(@l1_path, 4096)
   end
 

@@ -22,7 +22,7 @@ module Strata
     class L1Table
       # "STRATAL1" as a little-endian u64; the layout version this build writes (table.c).
       MAGIC = 0x314C415441525453
-      LAYOUT_VERSION = 5
+      LAYOUT_VERSION = 6
       STATE_READY = 2
       # struct file_header (table.h, LAYOUT): the fields up to the header check.
       HEADER = "Q<L<L<Q<Q<L<L<L<L<Q<Q<Q<Q<L<L<Q<Q<Q<"
@@ -30,12 +30,14 @@ module Strata
       FIELDS = %i[magic version state fingerprint file_size shards buckets_per_shard segments_per_shard
         segment_size ctl_offset index_offset data_offset seed creator_uid creator_pid created_ms boot_id check].freeze
       # table.h: slots per 64-byte bucket, data bytes per slot by default, a shard's control
-      # block; counters.h: the host's counters region, between the control blocks and the index.
+      # block; counters.h: the host's counters region, after the control blocks; fill_locks.h: the
+      # host's fill locks, between the counters and the index.
       SLOTS_PER_BUCKET = 7
       DATA_PER_SLOT = 96
       BUCKET_BYTES = 64
       CTL_BYTES = 128
       COUNTERS_BYTES = 4096 + 128 * 1024
+      FILL_LOCK_BYTES = 64 * 1024
 
       # Why a file can't be opened without being changed.
       class Refused < StandardError; end
@@ -140,7 +142,7 @@ module Strata
       end
 
       def index_offset(header)
-        HEADER_BYTES + round_up(header[:shards] * CTL_BYTES) + COUNTERS_BYTES
+        HEADER_BYTES + round_up(header[:shards] * CTL_BYTES) + COUNTERS_BYTES + FILL_LOCK_BYTES
       end
 
       def available(header)

@@ -66,8 +66,13 @@ module Strata
     # in use began to be written (unix ms; nil = unknown), each no later than now_ms
     # (strata_segments_get in ext/strata/table.h; `strata stats` shows them as ages).
     #
-    # get, peek, probe, get_current, get_multi, get_with_cas, set, add, cas, delete, incr, decr,
-    # check_stamps, keys, cleanup, clear, stats, segment_starts, _count, _operation,
+    # lock_fill(key, ttl) and unlock_fill(key, token) are Strata::Tier's, on a region of the file
+    # of their own (ext/strata/fill_locks.h): a compare-and-swap each, nothing written to the
+    # table's log. A key whose lock word another key's fill holds gets nil (no lock), counted in
+    # stats as fill_lock_collisions.
+    #
+    # get, peek, probe, get_current, get_multi, get_with_cas, set, add, cas, delete, lock_fill,
+    # unlock_fill, incr, decr, check_stamps, keys, cleanup, clear, stats, segment_starts, _count, _operation,
     # _counter_totals, max_value_size, size, close and closed? are implemented in C
     # (ext/strata/shared_memory_ext.c).
     class SharedMemory
