@@ -282,9 +282,10 @@ module Strata
 
       written = []
       index = -1
+      leased = fill.lease_index || -1
       # A while loop with one rescue, not upto and safely's blocks: this runs in every cold fetch.
       while (index += 1) < bottom
-        next if index == fill.lease_index
+        next if index == leased
 
         begin
           added = @tiers[index].add_for_fill(key, bytes, fill.tombstone(index), ttl: @ttl_at.call(index, ttl))

@@ -19,6 +19,9 @@ require "uri"
 # Every request opens a connection of its own, so any worker may take it; #on_worker stops the
 # other workers (SIGSTOP) for the block, so that the one named must take the block's requests.
 class DemoServer
+  # A worker died: a request got no answer, or a worker's pid is gone. The message has Puma's log.
+  class WorkerGone < StandardError; end
+
   ROOT = File.expand_path("../..", __dir__)
   WORKERS = 2
   # Seconds for Puma to listen and boot its workers, and to stop.
@@ -93,6 +96,8 @@ class DemoServer
       request["Content-Type"] = "application/json"
     end
     Net::HTTP.start("127.0.0.1", @port, open_timeout: 5, read_timeout: 30) { |http| http.request(request) }
+  rescue EOFError, Errno::ECONNRESET => error
+    raise WorkerGone, "#{method.upcase} #{path}: the connection closed without an answer (#{error.class}); Puma's log:\n#{log}"
   end
 
   def get(path, headers: {})
@@ -103,6 +108,9 @@ class DemoServer
   # stopped in /proc), so that pid takes every connection the block opens; the others go on after.
   def on_worker(pid)
     raise ArgumentError, "#{pid} is not one of the workers #{@worker_pids}" unless @worker_pids.include?(pid)
+
+    gone = @worker_pids.reject { |worker| alive?(worker) }
+    raise WorkerGone, "worker #{gone.join(", ")} is gone (Puma replaces a worker that dies); Puma's log:\n#{log}" unless gone.empty?
 
     others = @worker_pids - [pid]
     others.each { |other| Process.kill(:STOP, other) }
@@ -206,6 +214,13 @@ class DemoServer
     end
     @drainer&.join(STOP_TIMEOUT)
     @pid = nil
+  end
+
+  def alive?(pid)
+    Process.kill(0, pid)
+    true
+  rescue Errno::ESRCH
+    false
   end
 
   def signal(name, pid)

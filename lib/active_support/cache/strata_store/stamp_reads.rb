@@ -27,13 +27,19 @@ module ActiveSupport
         end
 
         # A computation (CAPTURE) or read-through (READ_THROUGHS' fill) is about to be current in this fiber.
+        # (lock and unlock, not synchronize: nothing between them raises, and a cold fetch enters
+        # and leaves twice.)
         def enter
-          @lock.synchronize { @running += 1 }
+          @lock.lock
+          @running += 1
+          @lock.unlock
         end
 
         # One that entered is no longer current.
         def leave
-          @lock.synchronize { @running -= 1 }
+          @lock.lock
+          @running -= 1
+          @lock.unlock
         end
 
         # Whether no computation or read-through is current in any fiber: nothing a read's stamps

@@ -35,7 +35,7 @@ module ActiveSupport
         # not the namespace.)
         def write_unobserved(name, key, value, options)
           entry = Entry.new(value, version: normalize_version(name, options), expires_in: options[:expires_in])
-          write_entry(key, entry, **options)
+          store_entry(key, entry, options, false) # write_entry's, past the LocalCache layer: none is active
         end
 
         def write_observed?
