@@ -63,6 +63,22 @@ class StrataStoreOptionsTest < Strata::StoreCase
     assert_equal Array.new(2_000, "x"), cache.read("object")
   end
 
+  # A write's own compress and compress_threshold win over the store's, either way; the fetch of a
+  # cold key writes its block's value the same way.
+  def test_compress_given_to_a_write_overrides_the_stores
+    store.write("asked", "a" * 10_000, compress: true, compress_threshold: 100)
+    store.fetch("fetched", compress: true, compress_threshold: 100) { "b" * 10_000 }
+    cache = build_store(compress: true, compress_threshold: 1_000)
+    cache.write("declined", "a" * 10_000, compress: false)
+    cache.write("raised", "a" * 10_000, compress_threshold: 20_000)
+
+    assert decoded(store, "asked").compressed?
+    assert decoded(store, "fetched").compressed?
+    refute decoded(cache, "declined").compressed?
+    refute decoded(cache, "raised").compressed?
+    assert_equal "b" * 10_000, store.read("fetched")
+  end
+
   def test_compress_keeps_a_value_that_does_not_shrink_as_it_is
     random = Random.new(1).bytes(5_000)
     cache = build_store(compress: true, compress_threshold: 1_000)

@@ -431,7 +431,7 @@ module ActiveSupport
         stamps = stamps_for(key, options[:tags])
         return withheld(key) if Strata::TransactionTags.hides?(stamps)
 
-        payload = serialize_entry(entry, stamps: stamps, split: split?(entry, local), **options)
+        payload = dump_entry(entry, options, stamps, split?(entry, local))
         Strata::Entry.put_back!(payload) if @put_backs > 0 && read_throughs.put_back == key
         return write_serialized_entry(key, payload, **options) if local
 
@@ -733,6 +733,15 @@ module ActiveSupport
 
       # split: a large value may come back as a Strata::Entry::Split (only #write_entry asks, when
       # the stack is L1 alone: its set and add take one).
+      # serialize_entry for write_entry, positionally: its keywords' copy of options was a Hash
+      # on every write. options: write_entry's; compress and compress_threshold default to the
+      # store's where absent, as serialize_entry's keywords do.
+      def dump_entry(entry, options, stamps, split)
+        compress = options.key?(:compress) ? options[:compress] : @options[:compress]
+        threshold = options.key?(:compress_threshold) ? options[:compress_threshold] : @options[:compress_threshold]
+        @codec.dump(entry, options[:raw], compress ? threshold : nil, stamps, split: split)
+      end
+
       def serialize_entry(entry, raw: false, compress: @options[:compress], compress_threshold: @options[:compress_threshold],
         stamps: Strata::Entry::NO_STAMPS, split: false, **)
         @codec.dump(entry, raw, compress ? compress_threshold : nil, stamps, split: split)
