@@ -24,14 +24,6 @@
 #define EVICTIONS STRATA_TIER_COUNTER(STRATA_ROW_L1, STRATA_TC_EVICTIONS)
 #define FILLS (STRATA_STORE_AT + STRATA_SC_FILLS)
 
-static char dir[64];
-
-static char *path_of(const char *name)
-{
-    static char buf[128];
-    snprintf(buf, sizeof buf, "%s/%s", dir, name);
-    return buf;
-}
 
 static strata_options opts_of(uint64_t size)
 {
@@ -47,7 +39,7 @@ static strata_table *open_table(const char *name)
     strata_table *t = NULL;
     strata_options o = opts_of(2u << 20);
     int err = 0;
-    strata_status st = strata_open(path_of(name), &o, &t, NULL, &err);
+    strata_status st = strata_open(scratch_path(name), &o, &t, NULL, &err);
     if (st != STRATA_OK) fprintf(stderr, "  open %s: %s\n", name, strata_strerror(st));
     return t;
 }
@@ -67,7 +59,7 @@ static off_t owner_at(strata_table *t, unsigned i)
 
 static void write_at(const char *name, off_t off, uint64_t value)
 {
-    int fd = open(path_of(name), O_RDWR);
+    int fd = open(scratch_path(name), O_RDWR);
     if (fd >= 0) {
         if (pwrite(fd, &value, sizeof value, off) != (ssize_t)sizeof value) perror("pwrite");
         close(fd);
@@ -265,20 +257,9 @@ static void test_damaged_owners(void)
     strata_close(t);
 }
 
-static void remove_dir(void)
-{
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
-}
-
 int main(void)
 {
-    snprintf(dir, sizeof dir, "/tmp/strata-ctest-XXXXXX");
-    if (!mkdtemp(dir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (!scratch_dir_make()) return 1;
     run("names", test_names);
     run("reader_claims_nothing", test_reader_claims_nothing);
     run("handles_add_up", test_handles_add_up);
@@ -286,7 +267,7 @@ int main(void)
     run("processes_and_kill", test_processes_and_kill);
     run("fork_claims_own_slot", test_fork_claims_own_slot);
     run("damaged_owners", test_damaged_owners);
-    remove_dir();
+    scratch_dir_remove();
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }

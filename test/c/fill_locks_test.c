@@ -20,14 +20,6 @@
 #include "../../ext/strata/table.h"
 #include "harness.h"
 
-static char dir[64];
-
-static char *path_of(const char *name)
-{
-    static char buf[128];
-    snprintf(buf, sizeof buf, "%s/%s", dir, name);
-    return buf;
-}
 
 static strata_table *open_table(const char *name)
 {
@@ -37,7 +29,7 @@ static strata_table *open_table(const char *name)
     memset(&o, 0, sizeof o);
     o.size = 2u << 20;
     o.lock_timeout_ns = 50 * 1000 * 1000;
-    if (strata_open(path_of(name), &o, &t, NULL, &err) != STRATA_OK) return NULL;
+    if (strata_open(scratch_path(name), &o, &t, NULL, &err) != STRATA_OK) return NULL;
     return t;
 }
 
@@ -216,20 +208,9 @@ static void test_killed_holder(void)
     strata_close(t);
 }
 
-static void remove_dir(void)
-{
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
-}
-
 int main(void)
 {
-    snprintf(dir, sizeof dir, "/tmp/strata-ctest-XXXXXX");
-    if (!mkdtemp(dir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (!scratch_dir_make()) return 1;
     run("take_hold_give", test_take_hold_give);
     run("lapse", test_lapse);
     run("collisions", test_collisions);
@@ -237,7 +218,7 @@ int main(void)
     run("through_the_table", test_through_the_table);
     run("one_winner_among_processes", test_one_winner_among_processes);
     run("killed_holder", test_killed_holder);
-    remove_dir();
+    scratch_dir_remove();
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }

@@ -7,6 +7,8 @@
 #define STRATA_TEST_HARNESS_H
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
 
 static int passed, failed, current_failed;
 
@@ -41,5 +43,33 @@ static void run(const char *name, void (*fn)(void))
     fflush(stdout);
 }
 
+/* The test program's scratch directory under /tmp: scratch_dir_make makes it (0: it could not,
+ * reported), scratch_path names a file in it (four rotating buffers, so a call may pass two),
+ * scratch_dir_remove removes it with everything in it. */
+static char scratch_dir[64];
+
+static inline int scratch_dir_make(void)
+{
+    snprintf(scratch_dir, sizeof scratch_dir, "/tmp/strata-ctest-XXXXXX");
+    if (mkdtemp(scratch_dir)) return 1;
+    perror("mkdtemp");
+    return 0;
+}
+
+static inline char *scratch_path(const char *name)
+{
+    static char buf[4][128];
+    static int next;
+    char *p = buf[next++ % 4];
+    snprintf(p, 128, "%s/%s", scratch_dir, name);
+    return p;
+}
+
+static inline void scratch_dir_remove(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", scratch_dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", scratch_dir);
+}
 
 #endif

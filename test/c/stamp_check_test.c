@@ -17,7 +17,6 @@
 #include "../../ext/strata/table.h"
 #include "harness.h"
 
-static char dir[64];
 static int quick;
 static strata_table *table;
 static char path[128];
@@ -489,12 +488,8 @@ int main(void)
     int err = 0;
 
     quick = getenv("STRATA_TEST_QUICK") != NULL;
-    snprintf(dir, sizeof dir, "/tmp/strata-ctest-XXXXXX");
-    if (!mkdtemp(dir)) {
-        perror("mkdtemp");
-        return 1;
-    }
-    snprintf(path, sizeof path, "%s/stamps.l1", dir);
+    if (!scratch_dir_make()) return 1;
+    snprintf(path, sizeof path, "%s", scratch_path("stamps.l1"));
     memset(&o, 0, sizeof o);
     o.size = 4u << 20;
     o.lock_timeout_ns = 10u * 1000u * 1000u;
@@ -516,7 +511,7 @@ int main(void)
     run("concurrent_bump", test_concurrent_bump);
     strata_close(table);
     unlink(path);
-    rmdir(dir);
+    rmdir(scratch_dir);
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }

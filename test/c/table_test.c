@@ -27,17 +27,7 @@
 #include "../../ext/strata/table.h"
 #include "harness.h"
 
-static char dir[64];
 static int quick;
-
-static char *path_of(const char *name)
-{
-    static char buf[4][128];
-    static int next;
-    char *p = buf[next++ % 4];
-    snprintf(p, 128, "%s/%s", dir, name);
-    return p;
-}
 
 static strata_options opts_of(uint64_t size)
 {
@@ -53,7 +43,7 @@ static strata_table *open_table(const char *name, strata_options o)
     strata_table *t = NULL;
     const char *reason = NULL;
     int err = 0;
-    strata_status st = strata_open(path_of(name), &o, &t, &reason, &err);
+    strata_status st = strata_open(scratch_path(name), &o, &t, &reason, &err);
     if (st != STRATA_OK) fprintf(stderr, "  open %s: %s (%s)\n", name, strata_strerror(st), strerror(err));
     if (reason) fprintf(stderr, "  open %s in %d: rebuilt: %s\n", name, (int)getpid(), reason);
     return t;
@@ -582,7 +572,7 @@ static void test_corruption_fuzz(void)
     t = open_table("fuzz.l1", o);
     REQUIRE(t);
     g = strata_geometry_of(t);
-    fd = open(path_of("fuzz.l1"), O_RDWR);
+    fd = open(scratch_path("fuzz.l1"), O_RDWR);
     REQUIRE(fd >= 0);
     /* Bound: rounds x (writes + damage + reads). */
     for (int round = 0; round < (quick ? 20 : 200); round++) {
@@ -623,7 +613,7 @@ static void test_corruption_fuzz(void)
 /* Offset of the first occurrence of needle in the file, or -1. */
 static off_t file_find(const char *name, const void *needle, size_t len)
 {
-    int fd = open(path_of(name), O_RDONLY);
+    int fd = open(scratch_path(name), O_RDONLY);
     struct stat st;
     char *data;
     off_t at = -1;
@@ -702,7 +692,7 @@ static void test_geometry_changed_under_writer(void)
     o.segment_size = 16u << 10;
     t = open_table("scribble.l1", o);
     REQUIRE(t);
-    scribble_fd = open(path_of("scribble.l1"), O_RDWR);
+    scribble_fd = open(scratch_path("scribble.l1"), O_RDWR);
     REQUIRE(scribble_fd >= 0);
     memset(val, 'v', sizeof val);
     /* Bound: 40 writes, each scribbled over once: the active segment's fill every time (the
@@ -735,12 +725,12 @@ static void test_geometry_changed_under_writer(void)
 static strata_status open_reason(const char *name, strata_options o, const char **reason, strata_table **t)
 {
     int err = 0;
-    return strata_open(path_of(name), &o, t, reason, &err);
+    return strata_open(scratch_path(name), &o, t, reason, &err);
 }
 
 static void corrupt_at(const char *name, off_t off, const void *bytes, size_t len)
 {
-    int fd = open(path_of(name), O_RDWR);
+    int fd = open(scratch_path(name), O_RDWR);
     if (fd >= 0) {
         if (pwrite(fd, bytes, len, off) != (ssize_t)len) perror("pwrite");
         close(fd);
@@ -779,18 +769,18 @@ static void test_rebuild(void)
     CHECK(open_reason("rebuild.l1", o, &reason, &t) == STRATA_OK && reason != NULL);
     strata_close(t);
 
-    CHECK(truncate(path_of("rebuild.l1"), 100000) == 0);
+    CHECK(truncate(scratch_path("rebuild.l1"), 100000) == 0);
     CHECK(open_reason("rebuild.l1", o, &reason, &t) == STRATA_OK && reason != NULL);
     strata_close(t);
-    CHECK(stat(path_of("rebuild.l1"), &st) == 0 && (uint64_t)st.st_size == o.size && (st.st_mode & 0777) == 0600);
+    CHECK(stat(scratch_path("rebuild.l1"), &st) == 0 && (uint64_t)st.st_size == o.size && (st.st_mode & 0777) == 0600);
 
     { /* a rebuilder killed before its rename left a temporary file: the next open removes it */
-        int tfd = open(path_of("rebuild.l1.tmp-99999-0badf00d"), O_CREAT | O_RDWR, 0600);
+        int tfd = open(scratch_path("rebuild.l1.tmp-99999-0badf00d"), O_CREAT | O_RDWR, 0600);
         CHECK(tfd >= 0);
         if (tfd >= 0) close(tfd);
         CHECK(open_reason("rebuild.l1", o, &reason, &t) == STRATA_OK && reason == NULL);
         strata_close(t);
-        CHECK(access(path_of("rebuild.l1.tmp-99999-0badf00d"), F_OK) != 0);
+        CHECK(access(scratch_path("rebuild.l1.tmp-99999-0badf00d"), F_OK) != 0);
     }
 
     o.size = 3u << 20; /* another geometry: rebuilt, not reused */
@@ -822,7 +812,7 @@ static uint64_t mirror_check(const struct header_mirror *h)
 static int forge_boot_id(const char *name, uint64_t flip)
 {
     struct header_mirror h;
-    int fd = open(path_of(name), O_RDWR), ok = 0;
+    int fd = open(scratch_path(name), O_RDWR), ok = 0;
     if (fd < 0) return 0;
     if (pread(fd, &h, sizeof h, 0) == (ssize_t)sizeof h && h.check == mirror_check(&h)) {
         h.boot_id = flip ? h.boot_id ^ flip : 0;
@@ -837,7 +827,7 @@ static int forge_other_boot(const char *name) { return forge_boot_id(name, 0x5a5
 
 static int copy_file(const char *from, const char *to)
 {
-    int in = open(path_of(from), O_RDONLY), out = open(path_of(to), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    int in = open(scratch_path(from), O_RDONLY), out = open(scratch_path(to), O_WRONLY | O_CREAT | O_TRUNC, 0600);
     char chunk[65536];
     ssize_t n;
     int ok = in >= 0 && out >= 0;
@@ -921,7 +911,7 @@ static void test_unknown_boot_accepted(void)
     strata_close(t);
 
     /* A process without a boot id opening a file that has one, and building one without. */
-    strata_test_boot_id_path = path_of("no-boot-id-here");
+    strata_test_boot_id_path = scratch_path("no-boot-id-here");
     CHECK(open_reason("boot1.l1", o, &reason, &t) == STRATA_OK && reason == NULL);
     REQUIRE(t);
     CHECK(set(t, "k", "w") == STRATA_OK);
@@ -931,7 +921,7 @@ static void test_unknown_boot_accepted(void)
     REQUIRE(t);
     CHECK(get_is(t, "k", "w"));
     strata_close(t);
-    strata_test_boot_id_path = path_of("no-boot-id-here");
+    strata_test_boot_id_path = scratch_path("no-boot-id-here");
     CHECK(open_reason("boot1.l1", o, &reason, &t) == STRATA_OK && reason == NULL);
     strata_test_boot_id_path = real;
     REQUIRE(t);
@@ -944,32 +934,32 @@ static void test_unsafe_files(void)
     strata_options o = opts_of(2u << 20);
     strata_table *t = NULL;
     const char *reason = NULL;
-    int fd = open(path_of("shared.l1"), O_CREAT | O_RDWR, 0600);
+    int fd = open(scratch_path("shared.l1"), O_CREAT | O_RDWR, 0600);
     REQUIRE(fd >= 0);
     close(fd);
-    CHECK(chmod(path_of("shared.l1"), 0666) == 0);
+    CHECK(chmod(scratch_path("shared.l1"), 0666) == 0);
     CHECK(open_reason("shared.l1", o, &reason, &t) == STRATA_EUNSAFE && t == NULL);
-    CHECK(chmod(path_of("shared.l1"), 0620) == 0);
+    CHECK(chmod(scratch_path("shared.l1"), 0620) == 0);
     CHECK(open_reason("shared.l1", o, &reason, &t) == STRATA_EUNSAFE);
-    CHECK(symlink(path_of("shared.l1"), path_of("link.l1")) == 0);
+    CHECK(symlink(scratch_path("shared.l1"), scratch_path("link.l1")) == 0);
     CHECK(open_reason("link.l1", o, &reason, &t) == STRATA_EUNSAFE);
-    CHECK(mkdir(path_of("adir.l1"), 0700) == 0);
+    CHECK(mkdir(scratch_path("adir.l1"), 0700) == 0);
     CHECK(open_reason("adir.l1", o, &reason, &t) != STRATA_OK);
 
     /* readable by group or others: refused, not made private behind the reader's back */
-    CHECK(chmod(path_of("shared.l1"), 0640) == 0);
+    CHECK(chmod(scratch_path("shared.l1"), 0640) == 0);
     CHECK(open_reason("shared.l1", o, &reason, &t) == STRATA_EUNSAFE);
-    CHECK(chmod(path_of("shared.l1"), 0604) == 0);
+    CHECK(chmod(scratch_path("shared.l1"), 0604) == 0);
     CHECK(open_reason("shared.l1", o, &reason, &t) == STRATA_EUNSAFE);
-    CHECK(chmod(path_of("shared.l1"), 0600) == 0);
+    CHECK(chmod(scratch_path("shared.l1"), 0600) == 0);
     CHECK(open_reason("shared.l1", o, &reason, &t) == STRATA_OK && t);
     strata_close(t);
 
     /* a second hard link, by either name */
-    CHECK(link(path_of("shared.l1"), path_of("hardlink.l1")) == 0);
+    CHECK(link(scratch_path("shared.l1"), scratch_path("hardlink.l1")) == 0);
     CHECK(open_reason("shared.l1", o, &reason, &t) == STRATA_EUNSAFE);
     CHECK(open_reason("hardlink.l1", o, &reason, &t) == STRATA_EUNSAFE);
-    CHECK(unlink(path_of("hardlink.l1")) == 0);
+    CHECK(unlink(scratch_path("hardlink.l1")) == 0);
     CHECK(open_reason("shared.l1", o, &reason, &t) == STRATA_OK && t);
     strata_close(t);
 }
@@ -978,7 +968,7 @@ static void test_unsafe_files(void)
 static int file_is(const char *name, const char *want)
 {
     char got[256];
-    int fd = open(path_of(name), O_RDONLY);
+    int fd = open(scratch_path(name), O_RDONLY);
     ssize_t n = fd < 0 ? -1 : read(fd, got, sizeof got);
     if (fd >= 0) close(fd);
     return n == (ssize_t)strlen(want) && memcmp(got, want, (size_t)n) == 0;
@@ -986,7 +976,7 @@ static int file_is(const char *name, const char *want)
 
 static void write_file(const char *name, const char *bytes, mode_t mode)
 {
-    int fd = open(path_of(name), O_CREAT | O_TRUNC | O_WRONLY, mode);
+    int fd = open(scratch_path(name), O_CREAT | O_TRUNC | O_WRONLY, mode);
     if (fd < 0 || write(fd, bytes, strlen(bytes)) != (ssize_t)strlen(bytes)) perror("write_file");
     if (fd >= 0) close(fd);
 }
@@ -1012,15 +1002,15 @@ static void test_foreign_files(void)
     CHECK(open_reason("damaged.l1", o, &reason, &t) == STRATA_OK && t);
     strata_close(t);
     corrupt_at("damaged.l1", 0, &bad, sizeof bad);
-    CHECK(stat(path_of("damaged.l1"), &st) == 0);
+    CHECK(stat(scratch_path("damaged.l1"), &st) == 0);
     CHECK(open_reason("damaged.l1", o, &reason, &t) == STRATA_EFOREIGN && t == NULL);
     {
         struct stat after;
         uint32_t magic = 0;
-        int fd = open(path_of("damaged.l1"), O_RDONLY);
+        int fd = open(scratch_path("damaged.l1"), O_RDONLY);
         CHECK(fd >= 0 && pread(fd, &magic, sizeof magic, 0) == (ssize_t)sizeof magic && magic == bad);
         if (fd >= 0) close(fd);
-        CHECK(stat(path_of("damaged.l1"), &after) == 0 && after.st_ino == st.st_ino);
+        CHECK(stat(scratch_path("damaged.l1"), &after) == 0 && after.st_ino == st.st_ino);
     }
 
     /* an empty file is built in place, silently */
@@ -1040,35 +1030,35 @@ static void test_unsafe_dirs(void)
     uint32_t bad = 0xdeadbeef;
     struct stat st;
 
-    CHECK(mkdir(path_of("open"), 0700) == 0);
+    CHECK(mkdir(scratch_path("open"), 0700) == 0);
     CHECK(open_reason("open/t.l1", o, &reason, &t) == STRATA_OK && t);
     strata_close(t);
-    CHECK(chmod(path_of("open"), 0777) == 0);
+    CHECK(chmod(scratch_path("open"), 0777) == 0);
     CHECK(open_reason("open/t.l1", o, &reason, &t) == STRATA_EUNSAFE_DIR && t == NULL);
-    CHECK(chmod(path_of("open"), 0720) == 0);
+    CHECK(chmod(scratch_path("open"), 0720) == 0);
     CHECK(open_reason("open/t.l1", o, &reason, &t) == STRATA_EUNSAFE_DIR);
-    CHECK(chmod(path_of("open"), 0755) == 0); /* readable is fine: the file itself is 0600 */
+    CHECK(chmod(scratch_path("open"), 0755) == 0); /* readable is fine: the file itself is 0600 */
     CHECK(open_reason("open/t.l1", o, &reason, &t) == STRATA_OK && t);
     strata_close(t);
 
     /* a symlinked parent is refused, and nothing is built or rebuilt through it */
-    CHECK(symlink(path_of("open"), path_of("via")) == 0);
+    CHECK(symlink(scratch_path("open"), scratch_path("via")) == 0);
     CHECK(open_reason("via/t.l1", o, &reason, &t) == STRATA_EUNSAFE_DIR);
     CHECK(open_reason("via/new.l1", o, &reason, &t) == STRATA_EUNSAFE_DIR);
-    CHECK(access(path_of("open/new.l1"), F_OK) != 0);
+    CHECK(access(scratch_path("open/new.l1"), F_OK) != 0);
     corrupt_at("open/t.l1", 8, &bad, sizeof bad);
-    CHECK(stat(path_of("open/t.l1"), &st) == 0);
+    CHECK(stat(scratch_path("open/t.l1"), &st) == 0);
     CHECK(open_reason("via/t.l1", o, &reason, &t) == STRATA_EUNSAFE_DIR);
     {
         struct stat after;
-        CHECK(stat(path_of("open/t.l1"), &after) == 0 && after.st_ino == st.st_ino);
+        CHECK(stat(scratch_path("open/t.l1"), &after) == 0 && after.st_ino == st.st_ino);
     }
 
     /* owned by another user: only root can set that up */
     if (geteuid() == 0) {
-        CHECK(chown(path_of("open"), 65534, 65534) == 0);
+        CHECK(chown(scratch_path("open"), 65534, 65534) == 0);
         CHECK(open_reason("open/t.l1", o, &reason, &t) == STRATA_EUNSAFE_DIR);
-        CHECK(chown(path_of("open"), 0, 0) == 0);
+        CHECK(chown(scratch_path("open"), 0, 0) == 0);
     } else {
         printf("        unsafe_dirs: not root, another owner's directory not tried\n");
     }
@@ -1270,7 +1260,7 @@ static const char *rename_from, *rename_to;
 static void rename_over_at_validate(int at)
 {
     if (at != STRATA_OPEN_AT_VALIDATE || rename_from == NULL) return;
-    if (rename(path_of(rename_from), path_of(rename_to)) != 0) perror("rename");
+    if (rename(scratch_path(rename_from), scratch_path(rename_to)) != 0) perror("rename");
     rename_from = NULL;
 }
 
@@ -1329,7 +1319,7 @@ static pid_t fork_stopped_flock_holder(const char *name)
     int status;
     pid_t pid = fork();
     if (pid == 0) {
-        int fd = open(path_of(name), O_RDWR);
+        int fd = open(scratch_path(name), O_RDWR);
         if (fd < 0 || flock(fd, LOCK_EX) != 0) _exit(1);
         raise(SIGSTOP);
         _exit(0);
@@ -1434,17 +1424,17 @@ static void test_build_interrupted(void)
     t = open_table("eintr.l1", o);
     REQUIRE(t);
     CHECK(fallocate_eintr == 0);
-    CHECK(stat(path_of("eintr.l1"), &st) == 0 && (uint64_t)st.st_size == o.size);
+    CHECK(stat(scratch_path("eintr.l1"), &st) == 0 && (uint64_t)st.st_size == o.size);
     CHECK((uint64_t)st.st_blocks * 512 >= o.size);
     CHECK(set(t, "k", "v") == STRATA_OK && get_is(t, "k", "v"));
     strata_close(t);
-    unlink(path_of("eintr.l1"));
+    unlink(scratch_path("eintr.l1"));
 
     fallocate_eintr = 1000000;
-    CHECK(strata_open(path_of("eintr.l1"), &o, &t, &reason, &err) == STRATA_EIO && err == EINTR && t == NULL);
+    CHECK(strata_open(scratch_path("eintr.l1"), &o, &t, &reason, &err) == STRATA_EIO && err == EINTR && t == NULL);
     fallocate_eintr = 0;
-    CHECK(stat(path_of("eintr.l1"), &st) == 0 && st.st_size == 0 && st.st_blocks == 0);
-    unlink(path_of("eintr.l1"));
+    CHECK(stat(scratch_path("eintr.l1"), &st) == 0 && st.st_size == 0 && st.st_blocks == 0);
+    unlink(scratch_path("eintr.l1"));
 }
 
 /* Keys of shard, "<prefix>-<n>", n counting from 0; returns how many were found (at most max). */
@@ -1604,7 +1594,7 @@ static void test_contended_write_waits(void)
     holder = open_table("contend.l1", o);
     REQUIRE(t && holder);
     CHECK(set(t, "k", "old") == STRATA_OK);
-    fd = open(path_of("contend.l1"), O_RDONLY);
+    fd = open(scratch_path("contend.l1"), O_RDONLY);
     REQUIRE(fd >= 0);
     map = mmap(NULL, 8192, PROT_READ, MAP_SHARED, fd, 0);
     close(fd);
@@ -1970,21 +1960,10 @@ static void report_hash_speed(void)
     free(data);
 }
 
-static void remove_dir(void)
-{
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
-}
-
 int main(void)
 {
     quick = getenv("STRATA_TEST_QUICK") != NULL;
-    snprintf(dir, sizeof dir, "/tmp/strata-ctest-XXXXXX");
-    if (!mkdtemp(dir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (!scratch_dir_make()) return 1;
     run("set_get_delete", test_set_get_delete);
     run("expiry", test_expiry);
     run("polled_items", test_polled_items);
@@ -2023,7 +2002,7 @@ int main(void)
     run("hash_copy", test_hash_copy);
     run("hash_copy_parts", test_hash_copy_parts);
     report_hash_speed();
-    remove_dir();
+    scratch_dir_remove();
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }
