@@ -8,3 +8,16 @@ threads_count = Integer(ENV.fetch("RAILS_MAX_THREADS", 3))
 threads threads_count, threads_count
 preload_app!
 bind "tcp://127.0.0.1:#{Integer(ENV.fetch("PORT", 3000))}"
+
+# The HTTP tests (demo/test/support/demo_server.rb) set STRATA_DEMO_THREAD_DUMPS: SIGPWR then
+# makes a worker print every thread's backtrace to its log, for a request that got no answer.
+if ENV["STRATA_DEMO_THREAD_DUMPS"]
+  before_worker_boot do
+    Signal.trap("PWR") do
+      Thread.list.each do |thread|
+        warn "[#{Process.pid}] thread #{thread.name || thread.object_id} #{thread.status}\n  " \
+          "#{(thread.backtrace || []).first(30).join("\n  ")}"
+      end
+    end
+  end
+end

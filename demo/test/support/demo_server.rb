@@ -21,6 +21,8 @@ require "uri"
 class DemoServer
   # A worker died: a request got no answer, or a worker's pid is gone. The message has Puma's log.
   class WorkerGone < StandardError; end
+  # A request got no answer in time. The message has the workers' thread backtraces.
+  class WorkerStuck < StandardError; end
 
   ROOT = File.expand_path("../..", __dir__)
   WORKERS = 2
@@ -82,6 +84,7 @@ class DemoServer
       "WEB_CONCURRENCY" => WORKERS.to_s,
       "RAILS_MAX_THREADS" => @threads.to_s,
       "STRATA_DEMO_LOG_LEVEL" => "warn",
+      "STRATA_DEMO_THREAD_DUMPS" => "1",
       # Else Rails writes one into the demo's tmp (the app uses none: no cookies, no sessions).
       "SECRET_KEY_BASE" => @secret_key_base,
       "BUNDLE_GEMFILE" => File.join(ROOT, "Gemfile")
@@ -98,6 +101,20 @@ class DemoServer
     Net::HTTP.start("127.0.0.1", @port, open_timeout: 5, read_timeout: 30) { |http| http.request(request) }
   rescue EOFError, Errno::ECONNRESET => error
     raise WorkerGone, "#{method.upcase} #{path}: the connection closed without an answer (#{error.class}); Puma's log:\n#{log}"
+  rescue Net::ReadTimeout
+    raise WorkerStuck, "#{method.upcase} #{path}: no answer within 30 s; #{stuck_report}"
+  end
+
+  # What the workers' threads are doing (SIGPWR: config/puma.rb prints their backtraces to the
+  # log) and, on PostgreSQL, what the database's sessions wait for.
+  def stuck_report
+    @worker_pids.each { |pid| signal(:PWR, pid) }
+    deadline = Strata::Clock.monotonic + STOP_SIGNAL_TIMEOUT
+    Thread.pass until log.include?("] thread ") || Strata::Clock.monotonic > deadline
+    sessions = postgres? ? execute_sql("SELECT pid, state, wait_event_type, wait_event, left(query, 120) AS query FROM pg_stat_activity WHERE datname = current_database()") : []
+    "sessions: #{sessions.inspect}\nPuma's log:\n#{log}"
+  rescue => error
+    "(no report: #{error.class}: #{error.message})\nPuma's log:\n#{log}"
   end
 
   def get(path, headers: {})
