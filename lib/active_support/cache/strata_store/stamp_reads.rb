@@ -27,19 +27,15 @@ module ActiveSupport
         end
 
         # A computation (CAPTURE) or read-through (READ_THROUGHS' fill) is about to be current in this fiber.
-        # (lock and unlock, not synchronize: nothing between them raises, and a cold fetch enters
-        # and leaves twice.)
+        # (synchronize, not lock and unlock: an interrupt such as Rack::Timeout's Thread#raise
+        # between those would leave the lock held, and every later read of the process waiting.)
         def enter
-          @lock.lock
-          @running += 1
-          @lock.unlock
+          @lock.synchronize { @running += 1 }
         end
 
         # One that entered is no longer current.
         def leave
-          @lock.lock
-          @running -= 1
-          @lock.unlock
+          @lock.synchronize { @running -= 1 }
         end
 
         # Whether no computation or read-through is current in any fiber: nothing a read's stamps
