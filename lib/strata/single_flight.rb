@@ -141,16 +141,19 @@ module Strata
     # the lock, or after fill_wait without it). The first try is the common case, and takes no
     # block: a loop and two rescuing blocks around it cost a cold fetch 7,000 instructions.
     def host_single_flight(key, index, fill, info)
-      tier = @tiers[index]
-      begin
-        token = tier.lock_fill(key, @fill_wait)
-      rescue TierError => error
-        @failed.call(error, index, info)
-        return nil # the host tier is failing: don't wait on it
-      end
+      token = take_lock(key, index, info)
+      return nil if token == :failed # the host tier is failing: don't wait on it
       return locked_read(key, index, fill, info, token) unless token == false
 
       wait_for_fill(key, index, fill, info)
+    end
+
+    # Tier#lock_fill of key at the host tier (index): its answer, or :failed (reported).
+    def take_lock(key, index, info)
+      @tiers[index].lock_fill(key, @fill_wait)
+    rescue TierError => error
+      @failed.call(error, index, info)
+      :failed
     end
 
     # The read of key once the host lock is taken (token; nil: there was no lock to be had, and
@@ -184,7 +187,7 @@ module Strata
         bytes = checked(key, safely(index, info) { tier.peek(key) }, index)
         return bytes if bytes
 
-        token = safely(index, info, :failed) { tier.lock_fill(key, @fill_wait) }
+        token = take_lock(key, index, info)
         return nil if token == :failed
         return locked_read(key, index, fill, info, token) unless token == false
         return nil if Clock.monotonic > deadline

@@ -460,8 +460,9 @@ module ActiveSupport
 
       # Whether entry may go to the table as a Strata::Entry::Split (Codec#dump decides on the
       # payload): with L1 alone, for a large String, outside a local cache block (the local cache
-      # keeps what is written and reads it back as bytes). Small values skip the local cache look.
-      def split?(entry, local = true)
+      # keeps what is written and reads it back as bytes). Small values skip the local cache look,
+      # and so does a caller that found none active (local: false, as #store_entry's).
+      def split?(entry, local)
         return false unless @split_writes
 
         value = entry.value
