@@ -17,6 +17,7 @@ require_relative "research/miss_cost"
 require_relative "multi_process"
 require_relative "report"
 require_relative "runner"
+require_relative "servers"
 require_relative "staleness"
 require_relative "stores"
 require_relative "svg_plot"
@@ -30,10 +31,11 @@ module Strata
     # stdout.
     #
     # With no options the stores a Rails app chooses between run (Stores::DEFAULT), with
-    # Runner::STANDARD timing: a few minutes. The ones that need memcached are skipped with a note
-    # when it does not answer, so a fresh machine runs the embedded ones (strata_store is L1 +
-    # SQLite). --full runs every store with longer cells, and the research reports (client CPU,
-    # miss cost) whose conclusions docs/benchmarks.md keeps.
+    # Runner::STANDARD timing: a few minutes. Without STRATA_MEMCACHED (and STRATA_POSTGRES_URL,
+    # for the staleness report) the run starts servers of its own (Servers); the stores that need
+    # memcached are skipped with a note when none answers. --full runs every store with longer
+    # cells, and the research reports (client CPU, miss cost) whose conclusions
+    # docs/benchmarks.md keeps.
     class CLI
       # Extra reports tied to strata_l1; they run when strata_l1 is selected and loads.
       EXTRAS = {two_process: MultiProcess, hit_ratio: HitRatio, l1_footprint: L1Footprint}.freeze
@@ -57,9 +59,12 @@ module Strata
       def run
         options = parse
         return 0 unless options
-        return DemoBench.run(quick: options[:quick], out: @out, err: @err) if options[:demo]
+        if options[:demo]
+          return Servers.around(postgres: false, err: @err) { DemoBench.run(quick: options[:quick], out: @out, err: @err) }
+        end
 
-        Environment.open { |env| bench(env, options) }
+        staleness = options[:reports] && options[:stores].include?(Stores::StrataStore::NAME)
+        Servers.around(postgres: staleness, err: @err) { Environment.open { |env| bench(env, options) } }
         0
       rescue OptionParser::ParseError => e
         @err.puts "bin/bench: #{e.message}\n#{@usage}"

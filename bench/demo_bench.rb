@@ -14,6 +14,8 @@ module Strata
 
       # The exit status of demo/bench.rb (1 when script/setup failed).
       def run(quick:, out:, err:)
+        # Bundler's original environment lacks a server bin/bench started (Servers): pass it on.
+        memcached = ENV["STRATA_MEMCACHED"]
         Bundler.with_original_env do
           setup = [File.join(ROOT, "script", "setup"), "gemfiles/activesupport_7_2.gemfile", "demo/Gemfile"]
           unless system(*setup, chdir: ROOT, out: err)
@@ -21,7 +23,7 @@ module Strata
             return 1
           end
 
-          env = {"BUNDLE_GEMFILE" => File.join(ROOT, "demo", "Gemfile")}
+          env = {"BUNDLE_GEMFILE" => File.join(ROOT, "demo", "Gemfile"), "STRATA_MEMCACHED" => memcached}
           command = ["bundle", "exec", "ruby", "bench.rb", *(quick ? ["--rounds", "1"] : [])]
           out.flush
           system(env, *command, chdir: File.join(ROOT, "demo")) ? 0 : 1
