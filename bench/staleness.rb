@@ -81,7 +81,12 @@ module Strata
         sql = with_table(sql)
         b_input, to_b = IO.pipe
         from_b, b_output = IO.pipe
-        pid = fork { host_b(sql, options, b_input, b_output) }
+        # The child closes its copies of A's ends: else host B would hold its own input open, see
+        # no end of it when A is done, and be killed after DEADLINE.
+        pid = fork do
+          [to_b, from_b].each(&:close)
+          host_b(sql, options, b_input, b_output)
+        end
         [b_input, b_output].each(&:close)
         a = store("a", sql, options)
         random = Random.new(22)
