@@ -39,6 +39,7 @@ module Strata
         @memcached_pid = nil
         @postgres_dir = nil
         @set = []
+        @owner_pid = Process.pid
       end
 
       def start(postgres:)
@@ -46,8 +47,11 @@ module Strata
         start_postgres if postgres && !ENV.key?("STRATA_POSTGRES_URL")
       end
 
-      # Bounded: WAIT seconds for memcached, script/postgres' own bound for PostgreSQL.
+      # Bounded: WAIT seconds for memcached, script/postgres' own bound for PostgreSQL. A forked
+      # child that leaves through this method's caller stops nothing: the servers are the run's.
       def stop
+        return unless Process.pid == @owner_pid
+
         stop_memcached
         stop_postgres
         @set.each { |name| ENV.delete(name) }

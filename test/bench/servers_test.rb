@@ -33,6 +33,22 @@ class BenchServersTest < Minitest::Test
     assert_raises(Errno::ECONNREFUSED) { connect(server).close }
   end
 
+  # Raised in a forked child to leave Servers.around through its ensure.
+  ChildLeft = Class.new(StandardError)
+
+  def test_a_forked_child_that_leaves_the_block_stops_nothing
+    Strata::Bench::Servers.around(postgres: false, err: @err) do
+      pid = fork
+      raise ChildLeft if pid.nil?
+
+      Process.wait(pid)
+      assert_predicate Process.last_status, :success?
+      assert_equal ["HD\r\n", "VA 2\r\n", "ok\r\n"], set_and_get(ENV.fetch("STRATA_MEMCACHED"))
+    end
+  rescue ChildLeft
+    exit!(0)
+  end
+
   def test_a_variable_that_is_set_even_empty_is_left_alone
     ENV["STRATA_MEMCACHED"] = ""
     Strata::Bench::Servers.around(postgres: false, err: @err) { assert_equal "", ENV["STRATA_MEMCACHED"] }
