@@ -109,20 +109,33 @@ class PollerTest < Strata::StoreCase
     release&.close
   end
 
-  def test_a_lost_state_clears_l1_before_a_change_it_missed_could_be_served
+  # The state evicted under the holder: it goes on from the place it kept, clearing nothing.
+  # A new holder has no place of its own: it clears L1.
+  def test_a_lost_state_clears_l1_unless_its_holder_kept_its_place
     stack, poller = driven
     other, = driven("other")
     poller.round # the first round: nothing to go on from, L1 cleared
     stack.set("k", "v1")
     poller.round
     stack[:l1].set("k", "v1") # a copy read from below
+    stack[:l1].set("unrelated", "kept")
 
     stack[:l1].delete(Strata::Poller::STATE_KEY) # evicted, say
-    other.set("k", "v2") # another host's change, which this poller has no place to read from
+    other.set("k", "v2") # another host's change
     poller.round
-    assert_nil stack[:l1].get("k"), "L1 was cleared"
+    assert_nil stack[:l1].get("k"), "the change is applied"
+    assert_equal "kept", stack[:l1].get("unrelated"), "and L1 is not cleared"
     assert_equal "v2", stack.get("k")
-    assert poller.last_seen
+    refute_nil stack[:l1].get(Strata::Poller::STATE_KEY), "written again"
+
+    successor = Strata::Poller.new(stack[:l1], stack[:l3], stack.dependencies, on_error: ->(error, _) { raise error },
+      interval: 1, listen: false, gap_timeout: 10)
+    [Strata::Poller::STATE_KEY, Strata::Poller::ELECTION_KEY].each { |key| stack[:l1].delete(key) } # the holder gone
+    other.set("k", "v3") # a change no poller of this host has read
+    successor.round
+    assert_nil stack[:l1].get("unrelated"), "L1 was cleared"
+    assert_equal "v3", stack.get("k")
+    assert successor.last_seen
   end
 
   def test_a_state_older_than_half_the_retention_or_ahead_of_the_log_clears_l1

@@ -2,8 +2,10 @@
 
 require "test_helper"
 require "securerandom"
+require "support/child_processes"
 require "strata/stack"
 require "strata/tiers/memcached"
+require "strata/tiers/sql"
 
 # Stack#read_through (its Strata::Fill, over Strata::SingleFlight) on a real host table and the
 # test memcacheds. Each interleaving is driven step by step from the test, not by sleeps.
@@ -302,6 +304,52 @@ class SingleFlightTest < Minitest::Test
     assert(@errors.any? { |_, tier| tier == :l2 }, "the failure was reported")
   ensure
     down&.close
+  end
+
+  # An SQL tier whose fenced add fails as the fill writes (its path cut, a statement timeout):
+  # it cannot say whether a delete came since the read, so the copy already written above it
+  # goes too, and the fill is not kept.
+  class FailingAdds < Strata::Tiers::SQL
+    def add_for_fill(*)
+      raise Strata::TierError.new("statement timeout", tier: :l3)
+    end
+  end
+
+  def test_a_fill_whose_fenced_tier_fails_takes_its_copies_back
+    sql = FailingAdds.new(path: File.join(@dir, "l3.sqlite3"))
+    stack = stack({l1: @l1, l3: sql})
+    fill = stack.read_through(@key)
+    assert_nil fill.get
+
+    refute fill.set(entry("v"), ttl: 60), "not kept"
+    fill.finish
+    assert_nil @l1.get(@key), "no copy above the tier that failed"
+    assert_equal [[Strata::TierError, :l3]], @errors
+  ensure
+    sql&.close
+  end
+
+  # L1 alone: a delete made by another process while this one fills the key (it read nothing
+  # and computed from what the delete replaced) wins: the fill's add is refused, and the key
+  # stays missing. With no change meanwhile, the fill is kept.
+  def test_with_l1_alone_a_delete_during_another_processs_fill_wins
+    stack = stack({l1: @l1})
+    fill = stack.read_through(@key)
+    assert_nil fill.get
+    assert fill.host_lock
+
+    pid = Strata::TestSupport::ChildProcesses.fork_child { l1_table("host-a").delete(@key) || true }
+    assert Strata::TestSupport::ChildProcesses.reap(pid, 10)&.success?, "the other process deleted the key"
+    refute fill.set(entry("computed before the delete"), ttl: 60), "refused"
+    fill.finish
+    assert_nil @l1.get(@key)
+
+    fill = stack.read_through(@key)
+    assert_nil fill.get
+    assert fill.set(entry("v"), ttl: 60)
+    fill.finish
+    assert_equal entry("v"), @l1.get(@key)
+    assert_empty @errors
   end
 
   private

@@ -8,7 +8,9 @@
 #define TAG_MASK 0xFFFFFFULL
 #define TAKE_ATTEMPTS 4
 
-_Static_assert(EXPIRES_MASK == (1ULL << TAG_SHIFT) - 1, "a word is tag (24 bits) | expires (40 bits)");
+#define CHANGED STRATA_FILL_LOCK_CHANGED
+_Static_assert(EXPIRES_MASK == (1ULL << (TAG_SHIFT - 1)) - 1 && CHANGED == 1ULL << (TAG_SHIFT - 1),
+               "a word is tag (24 bits) | changed (1 bit) | expires (39 bits)");
 
 static inline uint64_t *word_of(uint8_t *region, uint64_t hash)
 {
@@ -49,8 +51,28 @@ strata_fill_lock_answer strata_fill_lock_take(uint8_t *region, uint64_t hash, ui
 
 int strata_fill_lock_give(uint8_t *region, uint64_t hash, uint64_t token)
 {
-    uint64_t expected = ((hash & TAG_MASK) << TAG_SHIFT) | token;
+    uint64_t mine = ((hash & TAG_MASK) << TAG_SHIFT) | token, expected = mine;
+    uint64_t *word = word_of(region, hash);
     if (token == 0 || token > EXPIRES_MASK) return 0;
-    return __atomic_compare_exchange_n(word_of(region, hash), &expected, 0, 0, __ATOMIC_SEQ_CST,
-                                       __ATOMIC_SEQ_CST);
+    if (__atomic_compare_exchange_n(word, &expected, 0, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) return 1;
+    expected = mine | CHANGED; /* a mark is only ever added to the holder's word, once */
+    return __atomic_compare_exchange_n(word, &expected, 0, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+}
+
+void strata_fill_lock_mark(uint8_t *region, uint64_t hash)
+{
+    uint64_t *word = word_of(region, hash);
+    uint64_t tag = hash & TAG_MASK;
+    /* Bound: TAKE_ATTEMPTS compare-and-swaps. */
+    for (int attempt = 0; attempt < TAKE_ATTEMPTS; attempt++) {
+        uint64_t w = __atomic_load_n(word, __ATOMIC_SEQ_CST);
+        if (w == 0 || (w >> TAG_SHIFT) != tag || (w & CHANGED)) return;
+        if (__atomic_compare_exchange_n(word, &w, w | CHANGED, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) return;
+    }
+}
+
+int strata_fill_lock_marked(const uint8_t *region, uint64_t hash, uint64_t token)
+{
+    uint64_t w = __atomic_load_n(word_of((uint8_t *)region, hash), __ATOMIC_SEQ_CST);
+    return token != 0 && token <= EXPIRES_MASK && w == (((hash & TAG_MASK) << TAG_SHIFT) | CHANGED | token);
 }

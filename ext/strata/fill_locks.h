@@ -21,9 +21,13 @@
  * REGION LAYOUT (at the geometry's fill_locks_offset; u64 words in the CPU's byte order)
  *   STRATA_FILL_LOCK_SLOTS words, each 0 (free) or
  *     tag (bits 40..63): 24 bits of the key's hash not used to pick the word
- *     expires (bits 0..39): when the lock lapses, in ms since the file's created_ms (unix ms,
+ *     changed (bit 39, STRATA_FILL_LOCK_CHANGED): the key was written or deleted while the
+ *       word was held (strata_fill_lock_mark)
+ *     expires (bits 0..38): when the lock lapses, in ms since the file's created_ms (unix ms,
  *       CLOCK_REALTIME, the clock of item expiry); always >= 1, so a held word is never 0
- *   The word for hash h is h >> 24 (mod the slot count), its tag h & 0xFFFFFF.
+ *   The word for hash h is h >> 24 (mod the slot count), its tag h & 0xFFFFFF. (Layout 6 files
+ *   written before bit 39 meant "changed" never set it: expiries stay below 2^39 ms, 17 years
+ *   after the build.)
  *
  * INVARIANTS
  *   - A key's lock has at most one live holder: taking it moves the word from 0, or from a
@@ -37,6 +41,14 @@
  *   - A word is read once (atomic load) and only its copy is decoded. A word whose expiry lies
  *     more than STRATA_FILL_LOCK_MAX_TTL_MS ahead can't have been written by a taker (they clamp
  *     their TTL to it): damage, read as lapsed and taken over.
+ *   - Changes win over fills on one host (docs/coherence.md, "The ordering rule"): a write or
+ *     delete of a key marks its word changed when the word carries the key's tag, before it
+ *     takes the key's shard lock; a fill's add (strata_write's fill_token) checks the mark under
+ *     that lock and is refused when its holder's word is marked. So a fill that read before a
+ *     write or delete either stored its value before the change's shard lock (which then
+ *     replaces or removes it) or is refused. Only the holder's own word counts: a fill whose
+ *     lock lapsed and was taken over, or that computes without one (the word is another
+ *     key's), adds as before.
  *
  * SHARED STRUCTS: GUARD, WHAT A READER MAY SEE STALE, HOLDER DEATH
  *   lock word: guarded by compare-and-swap only. A taker may read a word a moment before its
@@ -67,7 +79,9 @@
 #define STRATA_FILL_LOCK_SLOTS 8192u
 #define STRATA_FILL_LOCK_BYTES (STRATA_FILL_LOCK_SLOTS * 8u) /* 64 KiB, whole pages */
 /* A lock word's expiry bits, and a token's (the word's tag is the key's: it need not travel). */
-#define STRATA_FILL_LOCK_EXPIRES_MASK ((1ULL << 40) - 1)
+#define STRATA_FILL_LOCK_EXPIRES_MASK ((1ULL << 39) - 1)
+/* Set in a held word when its key was written or deleted meanwhile. */
+#define STRATA_FILL_LOCK_CHANGED (1ULL << 39)
 /* The longest a lock is taken for (1 hour): fill_wait beyond it is clamped to it. */
 #define STRATA_FILL_LOCK_MAX_TTL_MS (3600u * 1000u)
 
@@ -87,8 +101,17 @@ strata_fill_lock_answer strata_fill_lock_take(uint8_t *region, uint64_t hash, ui
                                               uint64_t *token);
 
 /* Give back the lock that token (strata_fill_lock_take's) took for hash: 1 when it was still
- * ours and is free now, 0 when it had lapsed (and may have been taken since by another caller,
- * whose it stays) or token is not a token. */
+ * ours (marked changed or not) and is free now, 0 when it had lapsed (and may have been taken
+ * since by another caller, whose it stays) or token is not a token. */
 int strata_fill_lock_give(uint8_t *region, uint64_t hash, uint64_t token);
+
+/* Marks the word of hash changed when it carries hash's tag (held, or lapsed and not taken
+ * over): a write or delete of the key, before it takes the key's shard lock. Lock-free; a
+ * compare-and-swap lost to a taker or giver is retried (at most 4 times). */
+void strata_fill_lock_mark(uint8_t *region, uint64_t hash);
+
+/* Whether the lock token took for hash is still the word's, marked changed since: the fill of
+ * its holder is then refused. */
+int strata_fill_lock_marked(const uint8_t *region, uint64_t hash, uint64_t token);
 
 #endif

@@ -291,7 +291,7 @@ static strata_status shm_write(shm *s, strata_write_req *req)
 
 /* set/add/cas: true when stored, false when not stored or the lock timed out. */
 static VALUE shm_store(VALUE self, strata_op op, VALUE key, VALUE value, uint64_t ttl_ms, uint64_t cas,
-                       unsigned flags)
+                       unsigned flags, uint64_t fill_token)
 {
     shm *s = shm_open_handle(self);
     strata_write_req req = {0};
@@ -305,6 +305,7 @@ static VALUE shm_store(VALUE self, strata_op op, VALUE key, VALUE value, uint64_
     req.ttl_ms = ttl_ms;
     req.cas = cas;
     req.flags = flags;
+    req.fill_token = fill_token;
     st = shm_write(s, &req);
     count_l1_write(s, RSTRING_PTR(key), st);
     RB_GC_GUARD(key);
@@ -327,7 +328,7 @@ static VALUE shm_set(int argc, VALUE *argv, VALUE self)
 {
     VALUE args[2], opts;
     store_args(argc, argv, 2, args, &opts);
-    return shm_store(self, STRATA_OP_SET, args[0], args[1], ttl_kw(opts), 0, 0);
+    return shm_store(self, STRATA_OP_SET, args[0], args[1], ttl_kw(opts), 0, 0, 0);
 }
 
 /* add(key, bytes, ttl: nil) */
@@ -335,7 +336,20 @@ static VALUE shm_add(int argc, VALUE *argv, VALUE self)
 {
     VALUE args[2], opts;
     store_args(argc, argv, 2, args, &opts);
-    return shm_store(self, STRATA_OP_ADD, args[0], args[1], ttl_kw(opts), 0, 0);
+    return shm_store(self, STRATA_OP_ADD, args[0], args[1], ttl_kw(opts), 0, 0, 0);
+}
+
+/* add_for_fill(key, bytes, token, ttl: nil): the add of a read-through's fill (Tier#add_for_fill);
+ * token is the key's fill lock token (lock_fill's) when the fill holds it, else nil. Refused
+ * (false) when a set or delete of the key marked that lock since it was taken (fill_locks.h). */
+static VALUE shm_add_for_fill(int argc, VALUE *argv, VALUE self)
+{
+    VALUE args[3], opts;
+    uint64_t ttl, token;
+    store_args(argc, argv, 3, args, &opts);
+    ttl = ttl_kw(opts);
+    token = NIL_P(args[2]) ? 0 : u64_of(args[2], "token");
+    return shm_store(self, STRATA_OP_ADD, args[0], args[1], ttl, 0, 0, token);
 }
 
 /* cas(key, bytes, token, ttl: nil) */
@@ -345,7 +359,7 @@ static VALUE shm_cas(int argc, VALUE *argv, VALUE self)
     uint64_t ttl;
     store_args(argc, argv, 3, args, &opts);
     ttl = ttl_kw(opts);
-    return shm_store(self, STRATA_OP_CAS, args[0], args[1], ttl, u64_of(args[2], "token"), 0);
+    return shm_store(self, STRATA_OP_CAS, args[0], args[1], ttl, u64_of(args[2], "token"), 0, 0);
 }
 
 /* add_polled(key, bytes, ttl): add of an item that is live only while the host's poller
@@ -353,7 +367,7 @@ static VALUE shm_cas(int argc, VALUE *argv, VALUE self)
  * Strata::Dependencies' copies of tag versions read from below. */
 static VALUE shm_add_polled(VALUE self, VALUE key, VALUE value, VALUE ttl)
 {
-    return shm_store(self, STRATA_OP_ADD, key, value, ttl_ms_of(ttl), 0, STRATA_ITEM_POLLED);
+    return shm_store(self, STRATA_OP_ADD, key, value, ttl_ms_of(ttl), 0, STRATA_ITEM_POLLED, 0);
 }
 
 /* polled_until: until when (unix ms) the poller vouches for POLLED items; 0 = never. */
@@ -1036,6 +1050,7 @@ void strata_init_shared_memory(void)
     rb_define_method(c, "get_with_cas", shm_get_with_cas, 1);
     rb_define_method(c, "set", shm_set, -1);
     rb_define_method(c, "add", shm_add, -1);
+    rb_define_method(c, "add_for_fill", shm_add_for_fill, -1);
     rb_define_method(c, "cas", shm_cas, -1);
     rb_define_method(c, "delete", shm_delete, 1);
     rb_define_method(c, "lock_fill", shm_lock_fill, 2);

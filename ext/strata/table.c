@@ -1156,6 +1156,8 @@ static int key_live_unlocked(strata_table *t, const keyref *k, const void *key, 
 void (*strata_test_after_shard_check)(strata_table *t, uint32_t shard);
 #endif
 
+static inline uint8_t *fill_locks_region(const strata_table *t) { return t->base + t->geo.fill_locks_offset; }
+
 strata_status strata_write(strata_table *t, strata_write_req *r, int wait)
 {
     keyref k;
@@ -1170,6 +1172,9 @@ strata_status strata_write(strata_table *t, strata_write_req *r, int wait)
         return STRATA_TOO_LARGE;
     }
     k = locate(t, r->key, r->key_len);
+    /* Before the shard lock: a fill that adds under it after this either sees the mark or
+     * stored before the change, which then replaces or removes its value. */
+    if (r->op == STRATA_OP_SET || r->op == STRATA_OP_DELETE) strata_fill_lock_mark(fill_locks_region(t), k.hash);
     (void)strata_counter_words(t); /* a first claim's scan runs before the lock, not under it */
     st = shard_lock(t, k.shard, wait, &c);
     if (st == STRATA_LOCK_TIMEOUT || st == STRATA_ELOCK) {
@@ -1184,8 +1189,14 @@ strata_status strata_write(strata_table *t, strata_write_req *r, int wait)
     if (strata_test_after_shard_check) strata_test_after_shard_check(t, k.shard);
 #endif
     switch (r->op) {
-    case STRATA_OP_SET:
     case STRATA_OP_ADD:
+        if (r->fill_token && strata_fill_lock_marked(fill_locks_region(t), k.hash, r->fill_token)) {
+            st = STRATA_NOT_STORED;
+            break;
+        }
+        st = op_store(t, &k, &c, r);
+        break;
+    case STRATA_OP_SET:
     case STRATA_OP_CAS:
         st = op_store(t, &k, &c, r);
         break;
@@ -1394,8 +1405,6 @@ void strata_polled_until_put(strata_table *t, uint64_t until_ms) { strata_polled
 /* ------------------------------------------------------------------------------------------ */
 /* The host's fill locks (fill_locks.h)                                                       */
 /* ------------------------------------------------------------------------------------------ */
-
-static inline uint8_t *fill_locks_region(const strata_table *t) { return t->base + t->geo.fill_locks_offset; }
 
 /* ms since the file was built (the fill locks' clock); 0 when the clock reads earlier. */
 static uint64_t since_created(const strata_table *t)

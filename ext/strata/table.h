@@ -478,6 +478,9 @@ typedef struct strata_write_req {
     uint64_t result;   /* out, INCR/DECR: the new value */
     unsigned flags;    /* SET, ADD, CAS: STRATA_ITEM_POLLED or 0 (POLLED ITEMS); INCR/DECR
                         * store 0 */
+    uint64_t fill_token; /* ADD: the key's fill lock token (strata_fill_lock) of the fill that
+                          * adds, 0 for none: refused (STRATA_NOT_STORED) when a SET or DELETE
+                          * of the key marked that lock since (fill_locks.h, INVARIANTS) */
 } strata_write_req;
 
 /* An item that is live only while the host's poller vouches for the table (POLLED ITEMS). */
@@ -496,6 +499,8 @@ typedef struct strata_write_req {
  * later writer of its shard has dropped the old item. A DELETE has then done its job and returns
  * STRATA_OK when the key held a live entry (as far as a lock-free look can tell; NOT_FOUND if a
  * fence already hid it), STRATA_NOT_FOUND otherwise; the other ops return the lock's status.
+ * A SET or DELETE first marks the key's fill lock changed (fill_locks.h), so that a fill under
+ * way gives way to it.
  * Returns STRATA_OK; STRATA_NOT_FOUND (DELETE, INCR/DECR without initial: no live entry);
  * STRATA_NOT_STORED (ADD, CAS); STRATA_NOT_NUMBER (INCR/DECR); STRATA_TOO_LARGE (nothing
  * written); STRATA_BUSY; STRATA_LOCK_TIMEOUT; STRATA_ELOCK; STRATA_EINVAL.

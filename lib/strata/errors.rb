@@ -40,6 +40,10 @@ module Strata
   # A value is larger than a tier can hold. Nothing was written.
   class ValueTooLargeError < Error; end
 
+  # An entry's computation read entries of more tags than an entry can carry stamps of
+  # (Entry::MAX_STAMPS). The store reports it and does not cache the entry.
+  class TooManyStampsError < Error; end
+
   # A file Strata was asked to map belongs to another user or is writable by group or world.
   class UnsafeFileError < Error; end
 

@@ -10,10 +10,25 @@ module Strata
   # The cross-host half of coherence (DESIGN section 8; docs/coherence.md): one poller per host
   # reads the SQL tier's invalidation log past its last sequence number and drops this host's
   # copies of what each row names. A tag row drops the tag's version in every tier above SQL
-  # (Dependencies#drop_copies), a key row deletes the key from L1, a clear row clears L1. A copy
-  # that equals what the tier below holds when the row is applied is no older than the change
-  # and stays: a host's own writes keep their L1 copies. Applying a row only ever deletes, so
-  # applying one twice is harmless.
+  # (Dependencies#drop_copies), a key row deletes the key from the shared tiers between L1 and
+  # SQL (memcached) and then from L1, a clear row clears L1. An L1 copy that equals what the
+  # tier below holds when the row is applied is no older than the change and stays: a host's
+  # own writes keep their L1 copies. Applying a row only ever deletes, so applying one twice is
+  # harmless.
+  #
+  # Why memcached first (docs/coherence.md, "The ordering rule"): the writer commits its row in
+  # SQL before its change reaches memcached, which on a real network takes a round trip or more
+  # (or never, when the writer dies between the two). Were L1 dropped alone, this host's next
+  # read could take memcached's old copy back into L1, and no later row would drop it. So a
+  # copy memcached holds that differs from the SQL tier's bytes, read after the row committed,
+  # is deleted first. A copy equal to them stays (the writer's own, usually), and so does a key
+  # with no copy: a fill's lease may be pending there, and a fill under a lease checks the SQL
+  # tier itself once it has committed (Stack#settle_fill). A key whose server is down in this
+  # process is deleted (on the gutter, and noted for the server's return). A key that could not
+  # be settled (memcached unreachable, stopped, or down) is kept and settled again every round,
+  # then dropped from L1 again, until its server answers; until then the rounds vouch for
+  # nothing. At most MAX_UNSETTLED keys are kept (the oldest go first, reported), and only in
+  # the holder's memory.
   #
   # One per host: every process with a store runs a thread, and the one whose token sits under
   # ELECTION_KEY in L1 (added with a TTL of lease seconds, refreshed by compare-and-set on every
@@ -22,14 +37,18 @@ module Strata
   # costs nothing. The reserved keys start with a NUL byte, so Stack#keys never lists them.
   #
   # Where it is: STATE_KEY in L1 holds the last sequence number, when the log was last read and
-  # the gaps (below), so that a new holder continues where the last one stopped. A state that is
-  # lost (evicted, L1 cleared, a new L1 file), older than half of log_retention (the rows since
-  # may have been trimmed) or ahead of the log (a log table made anew) can't be trusted to have
-  # seen every change: L1 is cleared, and the poller goes on from RESYNC_WINDOW rows before the
-  # log's head, whose rows it applies again (they only delete). A store that opens an L1 with no
-  # entries and no state marks it fresh first (#mark_fresh), and its first round clears nothing:
-  # every copy in it was read after the mark, and the window's rows cover the changes since
-  # (unless more than RESYNC_WINDOW rows were appended before that round).
+  # the gaps (below), so that a new holder continues where the last one stopped. STATE_KEY is an
+  # ordinary item, which a full bucket may evict: the process that wrote a state keeps it too,
+  # and reads it back when L1 has none. Every row up to its sequence number was applied to this
+  # same table, so going on from there (or from earlier: rows only delete) misses nothing. A
+  # state that no process here has (lost with its holder: evicted, L1 cleared, a new L1 file),
+  # older than half of log_retention (the rows since may have been trimmed) or ahead of the log
+  # (a log table made anew) can't be trusted to have seen every change: L1 is cleared, and the
+  # poller goes on from RESYNC_WINDOW rows before the log's head, whose rows it applies again
+  # (they only delete). A store that opens an L1 with no entries and no state marks it fresh
+  # first (#mark_fresh), and its first round clears nothing: every copy in it was read after the
+  # mark, and the window's rows cover the changes since (unless more than RESYNC_WINDOW rows
+  # were appended before that round).
   #
   # Gaps: on PostgreSQL and MySQL a row's id is drawn at insert and seen at commit, so a reader
   # may see id 11 before id 10 commits. Ids skipped between two rows read are kept as gaps and
@@ -65,10 +84,14 @@ module Strata
     # The shortest lease, in seconds; else 20 intervals.
     MIN_LEASE = 1.0
     STATE_PACK = "q<*"
+    NOTHING = {}.freeze
+    NOTHING_LEFT = [].freeze
     # The sequence number of a state that mark_fresh wrote: L1 was empty, nothing to clear.
     FRESH = -1
     # Seconds the thread waits at a time, so that #stop ends it within about this long.
     WAIT_SLICE = 0.1
+    # Keys a shared tier could not settle, kept for the next rounds (#settle_shared).
+    MAX_UNSETTLED = 10_000
     # Seconds after it is made that a poller that has never read the log does not report a
     # missing Active Record connection (#booting?).
     BOOT_GRACE = 60
@@ -88,10 +111,11 @@ module Strata
         end
         raise ArgumentError, "poll_listen must be true or false, got #{listen.inspect}" unless [true, false].include?(listen)
 
-        host, sql = sources(stack.tier_names.map { |name| stack[name] })
+        host, sql, shared = sources(stack.tier_names.map { |name| stack[name] })
         return nil unless host
 
-        poller = new(host, sql, stack.dependencies, on_error: on_error, interval: interval, listen: listen, gap_timeout: gap_timeout)
+        poller = new(host, sql, stack.dependencies, on_error: on_error, interval: interval, listen: listen, gap_timeout: gap_timeout,
+          shared: shared)
         poller.mark_fresh
         poller.start
       end
@@ -101,11 +125,12 @@ module Strata
         !sources(tiers).nil?
       end
 
-      # [host tier, SQL tier that writes the log] when tiers (top first) have both, else nil.
+      # [host tier, SQL tier that writes the log, [the tiers between them]] when tiers (top
+      # first) have both, else nil.
       def sources(tiers)
-        host = tiers.find { |tier| tier.capabilities[:host] }
-        sql = tiers.find { |tier| tier.respond_to?(:invalidation_log?) && tier.invalidation_log? }
-        [host, sql] if host && sql
+        host = tiers.index { |tier| tier.capabilities[:host] }
+        sql = tiers.index { |tier| tier.respond_to?(:invalidation_log?) && tier.invalidation_log? }
+        [tiers[host], tiers[sql], tiers[(host + 1)...sql]] if host && sql && host < sql
       end
 
       # After a fork: every poller of the parent starts again in the child.
@@ -124,9 +149,13 @@ module Strata
 
     ActiveSupport::ForkTracker.after_fork { Poller.restart_after_fork }
 
-    def initialize(host, sql, dependencies, on_error:, interval:, listen:, gap_timeout:)
+    # shared: the tiers between host and sql (memcached), whose copies of a changed key go
+    # before L1's.
+    def initialize(host, sql, dependencies, on_error:, interval:, listen:, gap_timeout:, shared: [])
       @host = host
       @sql = sql
+      @shared = shared.freeze
+      @unsettled = {} # key => true: a shared tier could not settle it (#settle_shared); oldest first
       @dependencies = dependencies
       @on_error = on_error
       @interval = interval.to_f
@@ -139,6 +168,7 @@ module Strata
       @listener = nil
       @token = SecureRandom.bytes(16)
       @head_checked = nil
+      @kept_state = nil # the last state this process wrote (#read_state)
       @booted_at = Clock.monotonic
       @read_once = false
       # Milliseconds a round vouches for the host tier's polled copies (#vouch); nil when it
@@ -221,7 +251,7 @@ module Strata
     def run
       until @stopping
         begin
-          wait(listener_for_wait) unless round || @stopping
+          wait(listener_for_wait, @unsettled.empty? ? @interval : [@interval, DEFAULT_INTERVAL].min) unless round || @stopping
         rescue => error
           report(error)
           wait(nil)
@@ -229,10 +259,11 @@ module Strata
       end
     end
 
-    # Waits one interval, or less when listener (the holder's, on PostgreSQL) is notified or
-    # #stop is called. Bound: interval / WAIT_SLICE waits.
-    def wait(listener)
-      deadline = Clock.monotonic + @interval
+    # Waits seconds (one interval; at most DEFAULT_INTERVAL while keys are unsettled), or less
+    # when listener (the holder's, on PostgreSQL) is notified or #stop is called. Bound:
+    # seconds / WAIT_SLICE waits.
+    def wait(listener, seconds = @interval)
+      deadline = Clock.monotonic + seconds
       until @stopping
         left = deadline - Clock.monotonic
         break if left <= 0
@@ -315,11 +346,12 @@ module Strata
       return resync(now) if rows.empty? && seq > 0 && log_behind?(seq)
 
       rows.concat(@sql.log_rows(gaps.keys)) unless gaps.empty?
+      resettle
       applied = apply(rows)
       seq = track_gaps(rows, seq, gaps, now)
       write_state(seq, now, gaps)
       more = rows.size >= PAGES_PER_ROUND * Tiers::SQL::LogStatements::PAGE
-      vouch(now) if applied && !more
+      vouch(now) if applied && @unsettled.empty? && !more
       more
     end
 
@@ -370,21 +402,83 @@ module Strata
       if cleared
         @host.clear
         hold?
-      else
-        drop_stale(keys.uniq)
+      end
+      unsettled = drop_changed(keys.uniq, cleared)
+      unless unsettled.empty?
+        unsettled.each { |key| @unsettled[key] = true }
+        forget_oldest_unsettled
       end
       dropped
     end
 
-    # Deletes L1's copies of keys unless the SQL tier holds the same bytes.
-    def drop_stale(keys)
-      return if keys.empty?
+    # Deletes L1's copies of keys unless the SQL tier holds the same bytes, after settling the
+    # shared tiers' copies (#settle_shared). host_cleared: L1 was cleared just now. The keys a
+    # shared tier could not settle.
+    def drop_changed(keys, host_cleared = false)
+      return NOTHING_LEFT if keys.empty?
 
-      held = @host.get_multi(keys)
-      return if held.empty?
+      if @shared.empty?
+        return NOTHING_LEFT if host_cleared
 
-      current = @sql.peek_multi(held.keys)
+        unsettled = NOTHING_LEFT
+        held = @host.get_multi(keys)
+        return unsettled if held.empty?
+
+        current = @sql.peek_multi(held.keys)
+      else
+        current = @sql.peek_multi(keys)
+        unsettled = settle_shared(keys, current)
+        return unsettled if host_cleared
+
+        held = @host.get_multi(keys)
+      end
       held.each { |key, bytes| @host.delete(key) unless current[key] == bytes }
+      unsettled
+    end
+
+    # Settles keys in every shared tier against current (the SQL tier's bytes, read after their
+    # rows committed): see the class comment. The keys a tier could not settle (it failed,
+    # wholly or on one server: reported; or the key's server is down).
+    def settle_shared(keys, current)
+      unsettled = []
+      @shared.each do |tier|
+        stale = begin
+          held = tier.peek_multi(keys)
+          keys.select { |key| (held.key?(key) && held[key] != current[key]) || (tier.respond_to?(:gutter?) && tier.gutter?(key)) }
+        rescue TierError => error # PartialError too: what it could not read goes
+          report(error)
+          keys
+        end
+        next if stale.empty?
+
+        done = begin
+          tier.delete_multi(stale)
+        rescue PartialError => error
+          report(error)
+          error.result
+        rescue TierError => error
+          report(error)
+          NOTHING
+        end
+        stale.each { |key| unsettled << key unless done.key?(key) && !(tier.respond_to?(:gutter?) && tier.gutter?(key)) }
+      end
+      unsettled
+    end
+
+    # Settles the keys kept from earlier rounds again (#drop_changed).
+    def resettle
+      return if @unsettled.empty?
+
+      left = drop_changed(@unsettled.keys)
+      @unsettled = left.to_h { |key| [key, true] } # one assignment: another thread may look
+    end
+
+    def forget_oldest_unsettled
+      return if @unsettled.size <= MAX_UNSETTLED
+
+      excess = @unsettled.size - MAX_UNSETTLED
+      excess.times { @unsettled.shift } # bound: excess
+      report(TierError.new("#{excess} changed keys could not be deleted from memcached and are no longer retried"))
     end
 
     # The new sequence number after rows (the log's rows past seq and the gaps that appeared);
@@ -416,14 +510,18 @@ module Strata
       @sql.log_head < seq
     end
 
+    # L1's state, else the one this process last wrote (see the class comment).
     def read_state
       bytes = @host.get(STATE_KEY)
-      state = bytes&.unpack(STATE_PACK)
-      state if state && state.size >= 2 && state.size.even?
+      return @kept_state unless bytes
+
+      state = bytes.unpack(STATE_PACK)
+      state if state.size >= 2 && state.size.even?
     end
 
     def write_state(seq, now, gaps)
-      @host.set(STATE_KEY, [seq, now, *gaps.flatten].pack(STATE_PACK))
+      @kept_state = [seq, now, *gaps.flatten]
+      @host.set(STATE_KEY, @kept_state.pack(STATE_PACK))
     end
 
     def safely

@@ -41,9 +41,12 @@ module Strata
     # the tiers above. failed: called as failed.call(error, index, info) for each tier failure
     # (the stack reports it, and notes it in info). ttl_at: called as ttl_at.call(index, ttl),
     # the TTL a fill written with ttl gets in tier index (the stack's cap on the host tier).
+    # settled: called as settled.call(key, bytes) once a fill under a lease has committed, when
+    # a tier below the lease keeps the invalidation log (Stack#settle_fill): false when the fill
+    # was taken back; nil: no such tier.
     # counters: a Strata::Counters for the waits on a host lock or lease and the stale hits
     # served, or nil.
-    def initialize(tiers, names, fill_wait, current:, backfill:, failed:, ttl_at:, counters: nil)
+    def initialize(tiers, names, fill_wait, current:, backfill:, failed:, ttl_at:, settled: nil, counters: nil)
       @tiers = tiers
       @names = names
       @fill_wait = fill_wait
@@ -51,6 +54,7 @@ module Strata
       @backfill = backfill
       @failed = failed
       @ttl_at = ttl_at
+      @settled = settled
       @counters = counters
       @host_index = tiers.index { |tier| tier.capabilities[:host] }
       @lease_tiers = tiers.map { |tier| tier.capabilities[:leases] }.freeze
@@ -274,8 +278,11 @@ module Strata
     # The others are written with add: the read-through found no live value in them, so one
     # there now was written since (by a write or another fill) and is newer than this fill,
     # which gives way to it. A tier with tombstones also refuses it when the key was deleted
-    # since the read. On a refusal, add's or the lease's, the copies just written are taken back
-    # (#take_back; a lease still pending is given back by #finish). True when the fill was kept.
+    # since the read, and a failure there counts as a refusal. On a refusal, add's or the
+    # lease's, the copies just written are taken back (#take_back; a lease still pending is
+    # given back by #finish). A committed lease is then checked against the tier with the log
+    # (settled). The host tier's fence is the fill's lock (SharedMemory#add_for_fill). True when
+    # the fill was kept.
     #
     # Top-down, so that without a lease the bottom tier's fenced add is the commit point: a
     # delete clears the bottom first and the tiers above after, so a fill that got into the
@@ -291,11 +298,18 @@ module Strata
         next if index == leased
 
         begin
-          added = @tiers[index].add_for_fill(key, bytes, fill.tombstone(index), ttl: @ttl_at.call(index, ttl))
+          # The host tier's fence is the fill lock (a write or delete of the key marks it).
+          fence = (index == @host_index) ? fill.host_lock : fill.tombstone(index)
+          added = @tiers[index].add_for_fill(key, bytes, fence, ttl: @ttl_at.call(index, ttl))
         rescue TierError, ValueTooLargeError => error
           @failed.call(error, index, nil)
           drop(key, index) if error.is_a?(ValueTooLargeError)
-          next
+          # A tier with tombstones that failed could not say whether a delete came since the
+          # read: its fence is not there, and the copies above it would outlive such a delete.
+          next unless @tombstone_tiers[index] && error.is_a?(TierError)
+
+          take_back(key, bytes, written)
+          return false
         end
         next written << index if added
 
@@ -312,7 +326,11 @@ module Strata
         drop(key, fill.lease_index)
         true # the other tiers hold it; the leased tier simply doesn't
       end
-      return true if kept
+      if kept
+        return true unless @settled && fill.lease_index < bottom
+
+        return @settled.call(key, bytes)
+      end
 
       take_back(key, bytes, written)
       false

@@ -68,6 +68,7 @@ module Strata
       leased = @tiers.index { |tier| tier.capabilities[:leases] }
       below_lease = leased ? (@tiers.size - 1).downto(leased + 1).to_a : []
       @unfenced_below_lease = below_lease.reject { |index| @tiers[index].capabilities[:tombstones] }.freeze
+      @announce_at = announcing_tier
       @on_stamps = on_stamps
       @counter_rows = counter_rows(counters)
       @dependencies = Dependencies.new(@tiers, @names, on_error: on_error, coherence_interval: coherence_interval,
@@ -81,7 +82,7 @@ module Strata
       @host_ttl = host_ttl&.to_f
       @single_flight = if fill_wait > 0
         SingleFlight.new(@tiers, @names, fill_wait, current: method(:current), backfill: method(:backfill), failed: method(:failed),
-          ttl_at: method(:ttl_at), counters: counters)
+          ttl_at: method(:ttl_at), settled: @announce_at && method(:settle_fill), counters: counters)
       end
     end
 
@@ -343,6 +344,18 @@ module Strata
       deleted.keys
     end
 
+    # Takes back what writes and deletes of keys left above the bottom tier, which undid them
+    # (an app's transaction they joined rolled back): drops keys from every tier above it, then
+    # appends their key rows to its invalidation log, if it keeps one, so that every host's
+    # poller drops the copies it took meanwhile (Tiers::SQL#log_keys).
+    def retract(keys)
+      bottom = @tiers.size - 1
+      bottom.times { |index| safely(index) { @tiers[index].delete_multi(keys) } }
+      tier = @tiers[bottom]
+      safely(bottom) { tier.log_keys(keys) } if tier.respond_to?(:invalidation_log?) && tier.invalidation_log?
+      nil
+    end
+
     # Mark key stale in every tier, bottom-up (tiers without stale copies delete it; see #delete
     # for the fills that race it).
     def invalidate(key)
@@ -515,9 +528,27 @@ module Strata
     # value. They are dropped, and refill from below. Whichever writer stored last at the bottom,
     # the copies above end up its value or absent: its own writes above come after every earlier
     # writer's, and a slower writer's copies above are dropped by that writer's own check.
+    # Whether the copies stayed.
+    #
+    # When lowest is the tier whose log tells other hosts of changes and a shared tier above
+    # it (memcached) held a dropped copy, another host may have taken that copy into its L1
+    # after its poller applied the change it is older than: a key row goes to the log, and
+    # every poller drops it again (the ordering rule, docs/coherence.md).
     def settle(key, bytes, lowest)
       current = safely(lowest) { @tiers[lowest].peek(key) } # not the app's read: uncounted
-      take_back_copies(key, lowest) unless current == bytes
+      return true if current == bytes
+
+      take_back_copies(key, lowest)
+      announce([key]) if lowest == @announce_at
+      false
+    end
+
+    # After a fill under a lease committed bytes (Strata::SingleFlight): #settle against the
+    # tier with the log, whose value the fill copied up or added to. A fill that read that tier
+    # before a change and committed after its row was applied would otherwise leave its value
+    # in memcached for good. Whether the fill stayed.
+    def settle_fill(key, bytes)
+      settle(key, bytes, @announce_at)
     end
 
     # tier index's set_multi of entries: [{key => stored}, whether a failure was reported]. A key
@@ -543,8 +574,23 @@ module Strata
         rescue TierError => error
           partial_result(error, index)
         end
-        keys.each { |key| take_back_copies(key, index) unless current[key] == entries[key] }
+        changed = keys.reject { |key| current[key] == entries[key] }
+        changed.each { |key| take_back_copies(key, index) }
+        announce(changed) if index == @announce_at && !changed.empty?
       end
+    end
+
+    # Appends a key row for each of keys to the log of the tier at @announce_at (see #settle).
+    def announce(keys)
+      safely(@announce_at) { @tiers[@announce_at].log_keys(keys) }
+    end
+
+    # The index of the tier whose invalidation log tells other hosts of changes (the SQL tier
+    # with invalidation_log?) when a tier other hosts also read (not the host tier) sits above
+    # it; else nil.
+    def announcing_tier
+      index = @tiers.index { |tier| tier.respond_to?(:invalidation_log?) && tier.invalidation_log? }
+      index if index && (0...index).any? { |above| !@tiers[above].capabilities[:host] }
     end
 
     # Drops key from every tier above index.

@@ -176,7 +176,9 @@ module Strata
     # The fill methods of a tier without tombstones, which every tier has unless it overrides
     # them. With capability :tombstones, add_for_fill's token is what #get_for_fill gave (nil:
     # unknown, the read failed), key must also not have been deleted since that read, and
-    # retract_fill removes the bytes only while key still holds them.
+    # retract_fill removes the bytes only while key still holds them. With capability :host, the
+    # token is the fill's #lock_fill token (nil: it holds none), which a tier may use as its
+    # fence (SharedMemory does).
     module PlainFills
       # Optional. Stores the fill of a read-through: an #add. True if stored.
       def add_for_fill(key, bytes, _token, ttl: nil)

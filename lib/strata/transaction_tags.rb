@@ -64,6 +64,42 @@ module Strata
         pending ? pending.include_any?(entry.stamps) : false
       end
 
+      # For StrataStore#invalidate_tags called while this context has an open transaction: on
+      # each Active Record connection of the context whose current transaction is open and
+      # joinable, the tags are recorded as that transaction's change (#add), and a CommitHook
+      # is enrolled in it, which invalidates them through store once it commits; a rollback
+      # forgets them. Whether any was: the caller then bumps nothing now. A bump made before
+      # the data commits would let a reader refill from the old rows under the new versions,
+      # for good. A non-joinable transaction (the one a test with use_transactional_tests runs
+      # in) commits nothing its children do not, so it defers nothing: a change's after_commit
+      # runs inside it and invalidates at once, as after a commit in production.
+      def defer(store, tags)
+        return false unless defined?(::ActiveRecord::Base)
+
+        deferred = false
+        ::ActiveRecord::Base.connection_handler.connection_pool_list(:all).each do |pool| # bound: the app's pools
+          connection = pool.active_connection?
+          next unless connection.respond_to?(:transaction_open?) && connection.transaction_open?
+
+          transaction = connection.current_transaction
+          next unless transaction.joinable?
+
+          add(connection, transaction, store, tags)
+          connection.add_transaction_record(CommitHook.new(connection))
+          deferred = true
+        end
+        deferred
+      end
+
+      # For a write or delete of keys through store whose SQL tier joined the app's open
+      # transaction on connection: should that transaction roll back, the tiers above SQL would
+      # keep what its SQL rows no longer say. A RollbackHook enrolled in it takes them back
+      # through store then (StrataStore#retract); a commit needs nothing (the log rows commit
+      # with it).
+      def retract_on_rollback(connection, store, keys)
+        connection.add_transaction_record(RollbackHook.new(store, keys))
+      end
+
       # Records that a change made in transaction (open on connection) touched tags (Strings),
       # to be invalidated through store when it commits.
       def add(connection, transaction, store, tags)
@@ -101,6 +137,55 @@ module Strata
 
         ActiveSupport::IsolatedExecutionState.delete(KEY)
         @contexts_lock.synchronize { @contexts -= 1 }
+      end
+    end
+
+    # What Active Record asks of an object enrolled in a transaction (add_transaction_record)
+    # besides committed! (after the commit) and rolledback! (after a rollback); a savepoint's
+    # enrolled objects move to its parent when it is released.
+    module Enrolled
+      def trigger_transactional_callbacks?
+        true
+      end
+
+      def before_committed!
+      end
+    end
+
+    # What #defer enrolls in a transaction. One per deferred call; the first to run after a
+    # commit invalidates every change of the connection, the others find none left.
+    class CommitHook
+      include Enrolled
+
+      def initialize(connection)
+        @connection = connection
+      end
+
+      def committed!(should_run_callbacks: true)
+        return unless should_run_callbacks
+
+        TransactionTags.committed(@connection).each { |store, tags| store.invalidate_tags(tags) }
+      end
+
+      def rolledback!(force_restore_state: false, should_run_callbacks: true)
+        TransactionTags.rolled_back
+      end
+    end
+
+    # What #retract_on_rollback enrolls.
+    class RollbackHook
+      include Enrolled
+
+      def initialize(store, keys)
+        @store = store
+        @keys = keys
+      end
+
+      def committed!(should_run_callbacks: true)
+      end
+
+      def rolledback!(force_restore_state: false, should_run_callbacks: true)
+        @store.send(:retract, @keys) if should_run_callbacks # private: the store's, not the app's
       end
     end
 

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../../ext/strata/fill_locks.h"
@@ -117,6 +118,106 @@ static void test_ttl_bounds_and_damage(void)
     free(region);
 }
 
+/* A write or delete marks the word its key's lock holds (a held or lapsed word of the key's
+ * tag, not another key's, not a free one); only the holder's own token reads as marked; a
+ * marked word is still held, its holder's give frees it, and a taker of a lapsed marked word
+ * starts unmarked. */
+static void test_marks(void)
+{
+    uint8_t *region = new_region();
+    uint64_t h = hash_of(9, 0x77), token = 0, other = 0, later = 0;
+    REQUIRE(region);
+    strata_fill_lock_mark(region, hash_of(10, 1)); /* a free word: nothing to mark */
+    CHECK(strata_fill_lock_take(region, hash_of(10, 1), 1000, 100, &other) == STRATA_FILL_LOCK_TAKEN);
+    CHECK(!strata_fill_lock_marked(region, hash_of(10, 1), other));
+
+    CHECK(strata_fill_lock_take(region, h, 1000, 2000, &token) == STRATA_FILL_LOCK_TAKEN);
+    CHECK(!strata_fill_lock_marked(region, h, token));
+    strata_fill_lock_mark(region, hash_of(9, 0x78)); /* the same word, another key's tag */
+    CHECK(!strata_fill_lock_marked(region, h, token));
+    strata_fill_lock_mark(region, h);
+    strata_fill_lock_mark(region, h); /* twice: still marked once */
+    CHECK(strata_fill_lock_marked(region, h, token));
+    CHECK(!strata_fill_lock_marked(region, h, token + 1) && !strata_fill_lock_marked(region, h, 0));
+    CHECK(strata_fill_lock_take(region, h, 1001, 2000, &other) == STRATA_FILL_LOCK_HELD);
+    CHECK(strata_fill_lock_give(region, h, token) == 1);
+    CHECK(strata_fill_lock_give(region, h, token) == 0);
+
+    CHECK(strata_fill_lock_take(region, h, 5000, 50, &token) == STRATA_FILL_LOCK_TAKEN);
+    strata_fill_lock_mark(region, h);
+    CHECK(strata_fill_lock_take(region, h, 5050, 50, &later) == STRATA_FILL_LOCK_TAKEN); /* lapsed */
+    CHECK(!strata_fill_lock_marked(region, h, later) && !strata_fill_lock_marked(region, h, token));
+    CHECK(strata_fill_lock_give(region, h, token) == 0);
+    CHECK(strata_fill_lock_give(region, h, later) == 1);
+    free(region);
+}
+
+/* A sink that copies nothing: for whether a key is live. */
+static void *no_copy(void *ctx, size_t len, uint64_t version)
+{
+    (void)ctx;
+    (void)len;
+    (void)version;
+    return STRATA_SINK_HAVE;
+}
+
+static int live_key(strata_table *t, const char *key)
+{
+    strata_sink sink = {no_copy, NULL};
+    return strata_get(t, key, strlen(key), &sink, NULL) == STRATA_OK;
+}
+
+static uint64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static strata_status write_op(strata_table *t, strata_op op, const char *key, const char *value, uint64_t ttl_ms,
+                              uint64_t fill_token)
+{
+    strata_write_req r;
+    memset(&r, 0, sizeof r);
+    r.op = op;
+    r.key = key;
+    r.key_len = strlen(key);
+    r.value = value;
+    r.value_len = value ? strlen(value) : 0;
+    r.ttl_ms = ttl_ms;
+    r.fill_token = fill_token;
+    return strata_write(t, &r, 1);
+}
+
+/* Through the table: a fill's add under its lock is refused once a delete or a set of its key
+ * came after the lock was taken (the delete of an absent key, the set of one that has expired
+ * since), and is stored when nothing came; an add without a token is a plain add. */
+static void test_changes_refuse_fills(void)
+{
+    strata_table *t = open_table("marks.l1");
+    uint64_t token = 0, deadline;
+    REQUIRE(t);
+    CHECK(strata_fill_lock(t, "k", 1, 5000, &token) == STRATA_FILL_LOCK_TAKEN);
+    CHECK(write_op(t, STRATA_OP_DELETE, "k", NULL, 0, 0) == STRATA_NOT_FOUND);
+    CHECK(write_op(t, STRATA_OP_ADD, "k", "old", 0, token) == STRATA_NOT_STORED);
+    CHECK(strata_fill_unlock(t, "k", 1, token) == 1);
+
+    CHECK(strata_fill_lock(t, "k", 1, 5000, &token) == STRATA_FILL_LOCK_TAKEN);
+    CHECK(write_op(t, STRATA_OP_ADD, "k", "filled", 0, token) == STRATA_OK);
+    CHECK(strata_fill_unlock(t, "k", 1, token) == 1);
+
+    CHECK(strata_fill_lock(t, "s", 1, 5000, &token) == STRATA_FILL_LOCK_TAKEN);
+    CHECK(write_op(t, STRATA_OP_SET, "s", "new", 1, 0) == STRATA_OK); /* lives 1 ms */
+    deadline = wall_ms() + 1000;
+    while (live_key(t, "s") && wall_ms() < deadline) { /* bound: 1 s, for the item's expiry */
+    }
+    CHECK(!live_key(t, "s"));
+    CHECK(write_op(t, STRATA_OP_ADD, "s", "old", 0, token) == STRATA_NOT_STORED);
+    CHECK(write_op(t, STRATA_OP_ADD, "s", "plain", 0, 0) == STRATA_OK);
+    CHECK(strata_fill_unlock(t, "s", 1, token) == 1);
+    strata_close(t);
+}
+
 /* Through the table: keys are hashed with the file's seed, a second handle (another process's
  * view) sees the lock, and the region lies inside the mapping, clear of the counters and index. */
 static void test_through_the_table(void)
@@ -215,6 +316,8 @@ int main(void)
     run("collisions", test_collisions);
     run("ttl_bounds_and_damage", test_ttl_bounds_and_damage);
     run("through_the_table", test_through_the_table);
+    run("marks", test_marks);
+    run("changes_refuse_fills", test_changes_refuse_fills);
     run("one_winner_among_processes", test_one_winner_among_processes);
     run("killed_holder", test_killed_holder);
     scratch_dir_remove();

@@ -145,7 +145,7 @@ class MetaClientOutageTest < Minitest::Test
     assert_equal on_primary.first(2).to_h { |key| [key, true] }, client.set_multi(on_primary.first(2).to_h { |key| [key, "v2"] })
     error = assert_raises(Strata::PartialError) { client.delete_multi([on_primary.last, *on_gutter]) }
     assert_equal @primary.server, error.server
-    assert_equal [on_primary.last, *on_gutter].sort, error.result.keys.sort, "every server answered"
+    assert_equal on_gutter.sort, error.result.keys.sort, "what the keys' own servers answered; not the gutter's"
 
     assert_equal on_primary.first(2).to_h { |key| [key, "v2"] }, client.get_multi(on_primary), "read on the gutter"
     assert_equal [3, 2, 1, 0], outage_figures(counters).first(4)

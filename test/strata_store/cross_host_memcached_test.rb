@@ -54,14 +54,15 @@ class StrataStoreCrossHostMemcachedTest < Strata::StoreCase
     assert_equal "old", a.read("k"), "an L1 hit, not a round trip, until the copy lapses"
   end
 
-  def test_a_poller_or_no_memcached_leaves_l1_ttls_alone
+  def test_l1_ttls_are_capped_by_coherence_interval_or_polled_ttl_where_other_hosts_write
     capped = host_store("capped", sql: {path: File.join(@tmpdir, "own.sqlite3")}) # the log is off on a file
     logged = host_store("logged", sql: {path: File.join(@tmpdir, "shared.sqlite3"), invalidation_log: true})
     alone = build_store
     over_sql = build_store(l1: {path: File.join(@tmpdir, "sql.l1")}, sql: {path: File.join(@tmpdir, "sql.sqlite3")})
 
     assert_equal Strata::Dependencies::DEFAULT_COHERENCE_INTERVAL, capped.stack.host_ttl
-    assert_nil logged.stack.host_ttl, "the poller brings other hosts' writes"
+    assert_equal Strata::Dependencies::POLLED_TTL, logged.stack.host_ttl,
+      "the poller brings other hosts' writes; the cap, those it could not see"
     assert_nil alone.stack.host_ttl
     assert_nil over_sql.stack.host_ttl
   end

@@ -473,4 +473,38 @@ class StrataStoreTagsTest < Strata::StoreCase
       assert_equal "new", cache.read("k"), layout
     end
   end
+
+  # An entry carries at most Entry::MAX_STAMPS stamps. A fetch whose block read entries of more
+  # tags than that is not cached (reported once), and the app still gets its value; tags: given
+  # directly beyond it is bad input.
+  def test_a_computation_over_more_tags_than_an_entry_holds_is_served_and_not_cached
+    # room for the versions of every tag beside the entries
+    cache = ActiveSupport::Cache::StrataStore.new(namespace: @namespace, l1: {path: File.join(@tmpdir, "stamps.l1"), size: 64 << 20})
+    @stores << cache
+    per_entry = 1_000
+    entries = (Strata::Entry::MAX_STAMPS / per_entry) + 1
+    entries.times do |i|
+      cache.write("part/#{i}", i, tags: Array.new(per_entry) { |j| "t/#{i}/#{j}" })
+    end
+    computed = 0
+    reports = capture_reports do
+      2.times do
+        value = cache.fetch("whole") do
+          computed += 1
+          Array.new(entries) { |i| cache.read("part/#{i}") }.sum
+        end
+        assert_equal (0...entries).sum, value
+      end
+    end
+
+    assert_equal 2, computed, "not cached: the second fetch computes again"
+    assert_nil cache.read("whole")
+    assert_equal [Strata::TooManyStampsError], reports.map { |report| report[:error].class }.uniq
+    assert_match(/whole.*at most #{Strata::Entry::MAX_STAMPS}/o, reports.first[:error].message)
+
+    error = assert_raises(ArgumentError) do
+      cache.write("direct", 1, tags: Array.new(Strata::Entry::MAX_STAMPS + 1) { |j| "d/#{j}" })
+    end
+    assert_match(/at most #{Strata::Entry::MAX_STAMPS} tags/o, error.message)
+  end
 end

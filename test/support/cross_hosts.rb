@@ -2,6 +2,8 @@
 
 require "securerandom"
 require "support/child_processes"
+require "support/tcp_proxy"
+require "support/memcached_process"
 require "support/waiting"
 
 module Strata
@@ -86,6 +88,82 @@ module Strata
         assert_equal "new", b.fetch("tagged", tags: ["bugs/7"]) { "newer" }
       end
 
+      # The ordering rule (docs/coherence.md): host A's row commits in SQL before its change
+      # reaches memcached (a round trip later on a real network; here a proxy holds A's
+      # requests until B has applied the row). B's next read must not take memcached's old copy
+      # back into its L1, where no later row would drop it.
+      def test_a_change_that_reaches_memcached_after_its_row_is_not_undone_on_another_host
+        server = Strata::TestSupport.memcached_servers.first
+        proxy = TcpProxy.new(*server.split(":").then { |host, port| [host, Integer(port)] })
+        b = polling_host("b", memcached: {servers: [server]})
+        {"written" => [:write, "new"], "deleted" => [:delete, nil]}.each do |name, (change, after)|
+          l1_key = tier_key(b, name)
+          b.write(name, "old")
+          applied_all(b) # B's own row took memcached's copy: the read below puts it back
+          b.stack[:l1].delete(l1_key)
+          assert_equal "old", b.read(name)
+          refute_nil b.stack[:l2].get(l1_key), "memcached holds the old copy"
+
+          proxy.hold
+          pid = fork_child do
+            a = host_store("a", memcached: {servers: [proxy.address], timeout: DEADLINE})
+            result = (change == :write) ? a.write(name, after) : a.delete(name)
+            a.close
+            result
+          end
+          assert wait_until(BOUND) { b.stack[:l1].get(l1_key).nil? }, "#{change}: B's poller applied A's row"
+          assert_equal [after], [b.read(name)], "#{change}: B reads the change while it has not reached memcached"
+
+          proxy.release
+          status = reap(pid, DEADLINE) || kill_and_reap(pid, DEADLINE)
+          assert status&.success?, "host a (#{pid}): #{status.inspect}"
+          assert_equal [after], [b.read(name)], "#{change}: and after it did"
+          b.stack[:l1].delete(l1_key)
+          assert_equal [after], [b.read(name)], "#{change}: memcached and SQL agree"
+        end
+      ensure
+        proxy&.close
+      end
+
+      # memcached stopped (SIGSTOP) while host A writes and deletes, then running again with its
+      # old copies; A's requests timed out, and A exited with its recovery log. B's poller could
+      # not settle the keys while the server was stopped: it keeps them, and settles them once it
+      # answers, so that neither B nor any other client of the server reads the old values.
+      def test_a_change_made_while_memcached_was_stopped_is_not_undone_when_it_runs_again
+        server = MemcachedProcess.new.start
+        options = {servers: [server.server], timeout: 0.2, retry_after: 0.2}
+        b = polling_host("b", memcached: options)
+        poller = b.instance_variable_get(:@poller)
+        b.write("written", "old")
+        b.write("deleted", "here")
+        applied_all(b)
+        keys = %w[written deleted].map { |name| tier_key(b, name) }
+        keys.each { |key| b.stack[:l1].delete(key) }
+        assert_equal ["old", "here"], [b.read("written"), b.read("deleted")]
+        assert_equal 2, b.stack[:l2].get_multi(keys).size, "memcached holds both"
+
+        server.pause
+        in_host("a", memcached: options) do |a|
+          a.write("written", "new")
+          a.delete("deleted")
+          true # both time out in memcached
+        end
+        assert wait_until(BOUND) { keys.none? { |key| b.stack[:l1].get(key) } }, "B's poller applied A's rows"
+        assert wait_until(BOUND) { poller.instance_variable_get(:@unsettled).size == 2 }, "and keeps the keys it could not settle"
+
+        server.resume
+        assert wait_until(BOUND) { poller.instance_variable_get(:@unsettled).empty? }, "settled once the server answers"
+        # A's requests, buffered by the kernel, may have run once the server did: its new value
+        # (or nothing) is there, never the old one.
+        fresh = Strata::Meta::Client.new(servers: [server.server])
+        held = fresh.get_multi(keys)
+        fresh.close
+        assert_equal b.stack[:l3].peek_multi(keys).slice(*held.keys), held, "no client of the server reads the old copies"
+        assert_equal ["new", nil], [b.read("written"), b.read("deleted")]
+      ensure
+        server&.kill
+      end
+
       private
 
       # Deletes every row of the versions table, as an operator might.
@@ -97,13 +175,20 @@ module Strata
       end
 
       # A store of the host called name: its own L1 file in the test's directory.
-      def host_store(name, **options)
+      # memcached: options over the default ones (every test server, a 2 s timeout).
+      def host_store(name, memcached: {}, **options)
         l1 = {path: File.join(@tmpdir, "#{name}.l1"), size: Strata::StoreCase::TABLE_SIZE}
         cache = ActiveSupport::Cache::StrataStore.new(namespace: @namespace ||= "hosts-#{SecureRandom.hex(4)}", l1: l1,
-          memcached: {servers: Strata::TestSupport.memcached_servers, timeout: 2}, sql: sql_options,
+          memcached: {servers: Strata::TestSupport.memcached_servers, timeout: 2, **memcached}, sql: sql_options,
           coherence_interval: 60, **store_options, **options)
         @stores << cache
         cache
+      end
+
+      # Waits until cache's poller has applied every row the log has now.
+      def applied_all(cache)
+        head = cache.stack[:l3].log_head
+        assert wait_until(BOUND) { cache.instance_variable_get(:@poller).last_seen.to_i >= head }, "the poller reached #{head}"
       end
 
       # host_store, once its poller has read the log (its first round clears L1: see Poller).
@@ -117,10 +202,11 @@ module Strata
         {}
       end
 
-      # Runs the block with a store of host name in a child process, which must succeed.
-      def in_host(name, &block)
+      # Runs the block with a store of host name (options: host_store's) in a child process,
+      # which must succeed.
+      def in_host(name, **options, &block)
         pid = fork_child do
-          cache = host_store(name)
+          cache = host_store(name, **options)
           result = block.call(cache)
           cache.close
           result

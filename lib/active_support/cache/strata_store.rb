@@ -106,6 +106,7 @@ module ActiveSupport
       # poll_interval: seconds between reads of the SQL tier's invalidation log by this host's
       #     poller (default 0.05; Strata::Poller), which runs with L1 over an SQL tier that
       #     writes the log. poll_listen: on PostgreSQL, also wake at its NOTIFY (default true).
+      #     Where it runs, L1 keeps an entry at most Strata::Dependencies::POLLED_TTL (30 s).
       # serializer: :marshal_7_1 (Marshal, the default), :message_pack, or an object with dump/load.
       # compressor: responds to deflate/inflate (Zlib by default; nil: none); used when compress is on.
       # coder: an object with dump/load (and optionally dump_compressed) for whole entries, instead
@@ -135,6 +136,8 @@ module ActiveSupport
           coherence_interval: coherence_interval, polled: Strata::Poller.polls?(tiers.values), on_stamps: @stamp_reads,
           counters: @counters, host_ttl: host_ttl(tiers, coherence_interval))
         @listable = listable_tiers.size == @stack.tier_names.size
+        # The SQL tier when it joins the app's transactions and has tiers above it (#joined).
+        @app_sql = tiers[:l3] if tiers.size > 1 && tiers[:l3]&.app_connections?
         @poller = Strata::Poller.start(@stack, on_error: method(:report_failure), **polling)
         @outages = host_outages(tiers)
         # With L1 alone every write lands in the table, whose set and add copy a
@@ -223,11 +226,18 @@ module ActiveSupport
       # tags:, versions: (how many were bumped: one per distinct tag), store: and, when
       # Strata.trace_invalidations, caller: (the calling line). False when a tier could neither
       # take a new version nor drop its old one (reported).
+      #
+      # Called while an Active Record transaction is open in this thread (joinable: not a
+      # test's own), the bump waits for its commit and a rollback makes none; until then this
+      # thread neither serves nor caches what depends on the tags (Strata::TransactionTags#defer).
+      # True then.
       def invalidate_tags(*tags)
         tags = tags.flatten
         raise ArgumentError, "invalidate_tags needs at least one tag" if tags.empty?
 
         ids = tag_ids(tags)
+        return true if Strata::TransactionTags.defer(self, tags.map(&:to_s))
+
         payload = {tags: tags.map(&:to_s), versions: ids.size, store: self.class.name}
         payload[:caller] = caller_locations(1, 1).first.to_s if Strata.trace_invalidations
         @counters.add(Strata::Counters::INVALIDATIONS)
@@ -429,7 +439,7 @@ module ActiveSupport
       def store_entry(key, entry, options, local)
         started = Strata::Clock.monotonic_us
         stamps = stamps_for(key, options[:tags])
-        return withheld(key) if Strata::TransactionTags.hides?(stamps)
+        return withheld(key) unless storable?(key, stamps)
 
         payload = dump_entry(entry, options, stamps, split?(entry, local))
         Strata::Entry.put_back!(payload) if @put_backs > 0 && read_throughs.put_back == key
@@ -477,6 +487,20 @@ module ActiveSupport
         return false unless tags
 
         Strata::TransactionTags.current ? Strata::TransactionTags.hides_ids?(tag_ids(tags)) : nil
+      end
+
+      # Whether an entry with stamps may be stored. Not when a transaction open in this thread
+      # changed one of their tags (Strata::TransactionTags), nor when they are more than an entry
+      # holds (Strata::Entry::MAX_STAMPS): a computation that read entries of that many tags. That
+      # one is reported (Strata::TooManyStampsError) and not cached: an entry without all of its
+      # dependencies would outlive their invalidation.
+      def storable?(key, stamps)
+        return false if Strata::TransactionTags.hides?(stamps)
+        return true if stamps.size <= Strata::Entry::MAX_STAMPS
+
+        report_failure(Strata::TooManyStampsError.new("#{key}: #{stamps.size} dependency stamps, an entry holds at most " \
+          "#{Strata::Entry::MAX_STAMPS}; not cached"))
+        false
       end
 
       # A value that depends on changes a transaction open in this thread has not committed is
@@ -533,13 +557,16 @@ module ActiveSupport
 
       # The tag ids (Strata::Dependencies.tag_id) of tags: a String, a Symbol or an Array of them.
       def tag_ids(tags)
-        Array(tags).map do |tag|
+        ids = Array(tags).map do |tag|
           if !(tag.is_a?(String) || tag.is_a?(Symbol)) || tag.empty?
             raise ArgumentError, "tags: a tag must be a non-empty String or Symbol, got #{tag.inspect}"
           end
 
           Strata::Dependencies.tag_id(tag.to_s)
         end.uniq
+        raise ArgumentError, "tags: at most #{Strata::Entry::MAX_STAMPS} tags, got #{ids.size}" if ids.size > Strata::Entry::MAX_STAMPS
+
+        ids
       end
 
       def write_serialized_entry(key, payload, unless_exist: false, expires_in: nil, race_condition_ttl: nil, raw: false, **)
@@ -549,6 +576,7 @@ module ActiveSupport
       # Stores payload under key for ttl seconds (nil: no TTL), with add when unless_exist.
       def store_payload(key, payload, unless_exist, ttl)
         fill = fill_of(key) # the write goes through it: see Strata::Fill#set
+        joined([key]) if @app_sql
         failsafe(false) do
           if unless_exist
             fill ? fill.add(payload, ttl: ttl) : @stack.add(key, payload, ttl: ttl)
@@ -556,6 +584,22 @@ module ActiveSupport
             fill ? fill.set(payload, ttl: ttl) : @stack.set(key, payload, ttl: ttl)
           end
         end
+      end
+
+      # With the SQL tier on the app's connections (@app_sql), a write or delete of keys made
+      # while this thread has a transaction open there joins it: should it roll back, #retract
+      # takes back what the tiers above SQL kept (Strata::TransactionTags.retract_on_rollback).
+      # Until it commits, the write is seen through L1 and memcached by other readers
+      # (docs/limits.md, "App connection").
+      def joined(keys)
+        connection = @app_sql.app_transaction
+        Strata::TransactionTags.retract_on_rollback(connection, self, keys) if connection
+      end
+
+      # What writes and deletes of keys left in the tiers above SQL, whose transaction rolled
+      # back (see #joined).
+      def retract(keys)
+        failsafe(nil) { @stack.retract(keys) }
       end
 
       # Seconds a written entry lives in the tiers, or nil: also for an infinite expires_in, or one
@@ -579,6 +623,7 @@ module ActiveSupport
       def delete_entry(key, **)
         started = Strata::Clock.monotonic_us
         fill = current_fill(key)
+        joined([key]) if @app_sql
         fill ? fill.delete : @stack.delete(key)
       ensure
         @read_hits._operation_since(Strata::Counters::DELETE, started)
@@ -587,6 +632,7 @@ module ActiveSupport
       # keys are normalized already. Each tier deletes them all in one call, bottom-up.
       def delete_multi_entries(keys, **)
         started = Strata::Clock.monotonic_us
+        joined(keys) if @app_sql
         deleted = @stack.delete_multi(keys).size
         @counters.operations(Strata::Counters::DELETE, keys.size, started)
         deleted
@@ -703,7 +749,7 @@ module ActiveSupport
         tags = options[:tags]
         payloads = hash.each_with_object({}) do |(key, entry), kept|
           stamps = stamps_for(key, tags)
-          next withheld(key) if Strata::TransactionTags.hides?(stamps)
+          next withheld(key) unless storable?(key, stamps)
 
           kept[key] = serialize_entry(entry, stamps: stamps, **options)
         end
@@ -715,6 +761,7 @@ module ActiveSupport
           plain = filled.empty? ? payloads : payloads.except(*filled.keys)
           unless plain.empty?
             ttl = write_ttl(options[:expires_in], options[:race_condition_ttl], options[:raw])
+            joined(plain.keys) if @app_sql
             stored = failsafe(false) { @stack.set_multi(plain, ttl: ttl) }
             remember_locally(plain, stored) if local_cache
           end
@@ -848,11 +895,15 @@ module ActiveSupport
       end
 
       # The cap on L1's TTLs (Stack's host_ttl): coherence_interval when L1 sits above memcached,
-      # where other hosts write, and no poller tells this host of their writes; else none (L1
-      # alone or over an SQL tier of this host alone has no other host, and a poller brings
-      # the changes sooner).
+      # where other hosts write, and no poller tells this host of their writes. With a poller,
+      # Dependencies::POLLED_TTL, as for its copies of tag versions: the bound for a change the
+      # poller could not see (its row committed more than gap_timeout after it was appended).
+      # Else none: L1 alone or over an SQL tier of this host alone has no other host.
       def host_ttl(tiers, coherence_interval)
-        coherence_interval if tiers.key?(:l1) && tiers.key?(:l2) && !Strata::Poller.polls?(tiers.values)
+        return nil unless tiers.key?(:l1)
+        return Strata::Dependencies::POLLED_TTL if Strata::Poller.polls?(tiers.values)
+
+        coherence_interval if tiers.key?(:l2)
       end
 
       # With L1 and memcached: the host's record of the memcached servers this process marks

@@ -73,14 +73,14 @@ module Strata
       # a delete answers only when the key was absent (NF). Failures as for #set_multi.
       #
       # Keys whose server is down are deleted on the gutter and noted (see Outages), and the call
-      # raises PartialError naming the first such server, with every server's results.
+      # raises PartialError naming the first such server, with the results of the other keys.
       def delete_multi(keys)
-        unreached = nil
+        gutter = nil
         batches = keys.each_with_object({}) do |key, by_server| # every key checked before any is sent
           server, role = routed(key, keys)
           if role == :gutter
             gutter_delete(key, server)
-            unreached ||= @ring.server_for(key)
+            (gutter ||= []) << key
           end
           batch = (by_server[server] ||= [])
           batch << [key, Request.md(key, opaque: batch.size, quiet: true)]
@@ -89,10 +89,11 @@ module Strata
           batch.each { |_key, request| c.write(request) }
           read_quiet_replies(c, batch.map(&:first), results, :md)
         end
-        return deleted unless unreached
+        return deleted unless gutter
 
-        raise PartialError.new("#{unreached} is down: some keys were deleted on a gutter only, and are deleted on " \
-          "their server when it answers again", result: deleted, tier: :l2, server: unreached)
+        gutter.each { |key| deleted.delete(key) }
+        raise PartialError.new("#{@ring.server_for(gutter.first)} is down: some keys were deleted on a gutter only, and are " \
+          "deleted on their server when it answers again", result: deleted, tier: :l2, server: @ring.server_for(gutter.first))
       end
 
       private

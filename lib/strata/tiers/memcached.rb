@@ -110,6 +110,13 @@ module Strata
         @counts.wrote(key, @client.cas(key, bytes, token, ttl: ttl))
       end
 
+      # Whether key's own server is down in this process: a read of key is then a gutter's
+      # copy, not its server's (Strata::Poller asks).
+      def gutter?(key)
+        ring = @client.ring
+        !ring.up?(ring.server_for(key))
+      end
+
       def delete(key)
         @counts.deleted(key, @client.delete(key))
       end

@@ -69,9 +69,11 @@ module Strata
     # lock_fill(key, ttl) and unlock_fill(key, token) are Strata::Tier's, on a region of the file
     # of their own (ext/strata/fill_locks.h): a compare-and-swap each, nothing written to the
     # table's log. A key whose lock word another key's fill holds gets nil (no lock), counted in
-    # stats as fill_lock_collisions.
+    # stats as fill_lock_collisions. add_for_fill(key, bytes, token, ttl:) takes the lock's token
+    # as its fence: a set or delete of the key while the lock is held marks it, and the fill's add
+    # is then refused (a delete during another process's fill is not undone by it).
     #
-    # get, peek, probe, get_current, get_multi, get_with_cas, set, add, cas, delete, lock_fill,
+    # get, peek, probe, get_current, get_multi, get_with_cas, set, add, add_for_fill, cas, delete, lock_fill,
     # unlock_fill, incr, decr, check_stamps, keys, cleanup, clear, stats, segment_starts, _count, _operation,
     # _counter_totals, max_value_size, size, close and closed? are implemented in C
     # (ext/strata/shared_memory_ext.c).

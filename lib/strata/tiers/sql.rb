@@ -193,6 +193,7 @@ module Strata
         @writes = 0
         @counters = {hits: 0, misses: 0, sets: 0, deletes: 0, too_large: 0, expiry_passes: 0, expired: 0, evicted: 0}
         @counts = Counters::Row::NONE # the host's counters, once the stack gives a row (#count_in)
+        @embedded_path = path
         @database = if path
           open_embedded(File.expand_path(path.to_s), pool || DEFAULTS[:pool], busy_timeout || DEFAULTS[:busy_timeout])
         else
@@ -203,6 +204,25 @@ module Strata
       # The Active Record class whose pool the tier uses (for path:, the one it made).
       def connection_class
         @database.connection_class
+      end
+
+      # Whether the tier's statements run on the app's connections (connection_class:), where
+      # they join a transaction the app has open.
+      def app_connections?
+        @embedded_path.nil?
+      end
+
+      # The connection this thread's statements would run on when they join an open, joinable
+      # transaction of the app's (connection_class: only), else nil: a change made now commits
+      # or rolls back with it.
+      def app_transaction
+        return nil unless @embedded_path.nil?
+
+        connection = connection_class.connection_pool.active_connection?
+        connection if connection.respond_to?(:transaction_open?) && connection.transaction_open? &&
+          connection.current_transaction.joinable?
+      rescue ActiveRecord::ActiveRecordError
+        nil
       end
 
       def capabilities

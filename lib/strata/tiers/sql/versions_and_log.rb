@@ -42,6 +42,22 @@ module Strata
           @database.run(:log) { |c| @database.select(c, :log, log_statements.head).first.first.to_i }
         end
 
+        # Appends a key row for each of keys, in one transaction, and changes nothing else: every
+        # host's poller then drops its copies of them (Strata::Poller). For a copy that a shared
+        # tier (memcached) held after the change it was older than was applied, and that another
+        # host may have taken into its L1 meanwhile (Stack#settle, docs/coherence.md). Nothing
+        # without the log.
+        def log_keys(keys)
+          return unless @logging && !keys.empty?
+
+          keys.each { |key| check_key(key) }
+          @database.run(:log) do |c|
+            now = Entry.now
+            @database.transaction(c) { keys.each { |key| log(c, now, key: key) } }
+          end
+          nil
+        end
+
         # A Listener on the log's channel (PostgreSQL), on a connection of its own that the caller
         # closes; nil on the other databases, which have no notifications.
         def log_listener
