@@ -19,6 +19,7 @@ require_relative "report"
 require_relative "runner"
 require_relative "servers"
 require_relative "staleness"
+require_relative "coherence"
 require_relative "stores"
 require_relative "svg_plot"
 require_relative "tag_cost"
@@ -41,13 +42,14 @@ module Strata
       EXTRAS = {two_process: MultiProcess, hit_ratio: HitRatio, l1_footprint: L1Footprint}.freeze
       # Reports tied to strata_store (L1 + SQLite, and L1 alone); they run when it is selected and loads.
       STORE_EXTRAS = {tag_hit_cost: TagHitCost, tag_invalidate_cost: TagInvalidateCost,
-                      cross_host_staleness: CrossHostStaleness}.freeze
+                      cross_host_staleness: CrossHostStaleness, coherence: Coherence}.freeze
       REPORTS = EXTRAS.merge(STORE_EXTRAS).freeze
       # The reports' timing in the default run (each report's own DEFAULTS, longer, with --full;
       # each takes the keys it has): seconds per timed cell or process run, its warmup, the most a
       # cell settles first, and the staleness report's rounds (80 with --full: each takes about
       # 0.2 s, and of 40 the p99 is the slowest, so the figure errs long if anything).
-      REPORT_STANDARD = {seconds: 1.2, warmup: 0.3, settle: 1.0, rounds: 40}.freeze
+      # The coherence run takes run_seconds (30 with --full).
+      REPORT_STANDARD = {seconds: 1.2, warmup: 0.3, settle: 1.0, rounds: 40, run_seconds: 12}.freeze
 
       def initialize(argv, out: $stdout, err: $stderr)
         @argv = argv
@@ -91,7 +93,7 @@ module Strata
             "also #{(Stores.names - Stores.default_names).join(",")})") { |l| options[:stores] = l }
           o.on("--cases LIST", Array, "only these cases (#{Cases.names.join(",")})") { |l| options[:cases] = l }
           o.on("--[no-]reports", "two-process, hit-ratio and footprint reports (default on; need strata_l1 or strata_store_l1), " \
-            "tag hit and invalidate_tags cost and cross-host staleness (need strata_store); " \
+            "tag hit and invalidate_tags cost, cross-host staleness and the coherence run (need strata_store); " \
             "the targets report follows the stores and cases run") do |on|
             options[:reports] = on
           end

@@ -179,29 +179,27 @@ module Strata
       dropped?(key, @host_index)
     end
 
-    # For the cross-host poller (Strata::Poller): tag id's version was changed at the authority
-    # (by another host, or a database trigger), so the copies above it that differ from the
-    # authority's version, read now, go, bottom-up (a copy above is never refilled from an
-    # older one below); the next read takes the authority's. A copy equal to it is no older
-    # than the change and stays (the bumping host's own). When the authority can't be read,
-    # every copy goes. True when every copy that had to go went (a failure is reported).
-    def drop_copies(id)
-      key = version_key(id)
+    # For the cross-host poller (Strata::Poller): the versions of tag ids were changed at the
+    # authority (by another host, or a database trigger), so the copies above it that differ
+    # from the authority's versions, read now, go, bottom-up (a copy above is never refilled
+    # from an older one below); the next read takes the authority's. A copy equal to it is no
+    # older than the change and stays (the bumping host's own). When the authority can't be
+    # read, every copy goes. One multi-key read and delete per tier, whatever the number of
+    # ids (a round trip each to memcached). True when every copy that had to go went (a
+    # failure is reported).
+    def drop_copies(*ids)
+      keys = ids.map { |id| version_key(id) }
       bottom = @tiers.size - 1
       authority = begin
-        @tiers[bottom].get(key)
+        @tiers[bottom].peek_multi(keys)
       rescue TierError => error
         failed(error, bottom)
         nil
       end
       (bottom - 1).downto(0).map do |index|
-        held = authority && begin
-          @tiers[index].get(key)
-        rescue TierError => error
-          failed(error, index)
-          nil
-        end
-        (authority && held == authority) || dropped?(key, index)
+        held = authority ? read_many(keys, index) : NONE
+        stale = authority ? keys.reject { |key| held[key] == authority[key] } : keys
+        stale.empty? || dropped_all?(stale, index)
       end.all?
     end
 
@@ -343,6 +341,26 @@ module Strata
 
     def random_version
       SecureRandom.random_bytes(VERSION_BYTES).unpack1(PACK) & MASK
+    end
+
+    # Tier index's copies of keys; none of those it could not read (reported).
+    def read_many(keys, index)
+      @tiers[index].peek_multi(keys)
+    rescue PartialError => error
+      failed(error, index)
+      error.result
+    rescue TierError => error
+      failed(error, index)
+      NONE
+    end
+
+    # Deletes keys from tier index: whether every delete went through (a failure is reported).
+    def dropped_all?(keys, index)
+      @tiers[index].delete_multi(keys)
+      true
+    rescue TierError => error
+      failed(error, index)
+      false
     end
 
     def dropped?(key, index)

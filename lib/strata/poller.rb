@@ -387,18 +387,19 @@ module Strata
     # went (a failure is reported; the others raise).
     def apply(rows)
       keys = []
+      tag_ids = []
       cleared = false
-      dropped = true
       rows.each do |_id, tag_id, key|
         if tag_id
-          # memcached's copy too, whether or not L1 is cleared
-          dropped = false unless @dependencies.drop_copies(tag_id)
+          tag_ids << tag_id
         elsif key
           keys << key.b
         else
           cleared = true
         end
       end
+      # memcached's copies too, whether or not L1 is cleared
+      dropped = tag_ids.empty? || @dependencies.drop_copies(*tag_ids.uniq)
       if cleared
         @host.clear
         hold?

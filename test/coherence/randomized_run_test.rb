@@ -1,0 +1,33 @@
+# frozen_string_literal: true
+
+require "test_helper"
+require "support/coherence_run"
+require "support/postgres_cluster"
+
+# The ordering rule under a randomized load (Strata::TestSupport::CoherenceRun): three hosts,
+# owners changing keys and readers filling them slowly, latency 0-10 ms on the memcached paths,
+# a path cut and memcached stopped at random. A short run; bin/bench runs a long one.
+# Seeded: STRATA_SEED=n reruns a failure (its message gives the seed).
+class CoherenceRandomizedRunTest < Minitest::Test
+  class Record < ActiveRecord::Base
+    self.abstract_class = true
+  end
+
+  SECONDS = 4
+
+  def test_no_value_is_served_past_the_bound_nor_left_stale
+    seed = Integer(ENV.fetch("STRATA_SEED", Random.new_seed % 1_000_000))
+    Strata::TestSupport.with_tmpdir do |dir|
+      result = Strata::TestSupport::CoherenceRun.new(record_class: Record, url: Strata::TestSupport::PostgresCluster.url,
+        dir: dir, seconds: SECONDS, seed: seed).run
+      summary = "seed #{seed}: #{result.to_h.inspect}"
+      puts "\n[coherence] #{summary}"
+      assert_empty result.errors, summary
+      assert_operator result.changes, :>=, 20, summary
+      assert_operator result.reads, :>=, 200, summary
+      assert_equal 0, result.stale.fetch(0.5), "stale answers past 0.5 s outside faults; #{summary}"
+      assert_equal Strata::TestSupport::CoherenceRun::HOSTS * Strata::TestSupport::CoherenceRun::KEYS, result.final_reads, summary
+      assert_equal 0, result.final_stale, "stale for good; #{summary}"
+    end
+  end
+end

@@ -1,0 +1,267 @@
+# frozen_string_literal: true
+
+require "pg"
+require "securerandom"
+require "active_record"
+require "active_support/cache/strata_store"
+require "strata/tiers/sql"
+require "support/child_processes"
+require "support/memcached_process"
+require "support/tcp_proxy"
+
+module Strata
+  module TestSupport
+    # A randomized run of the ordering rule (docs/coherence.md): HOSTS processes, each with an L1
+    # file of its own, share a memcached of the run's own (each host through a TcpProxy, whose
+    # added latency the run changes at random, 0-10 ms) and PostgreSQL (the SQL tier with the
+    # log, woken by NOTIFY). The data the cache holds copies of is a table of the run's own,
+    # "truth": a version per key.
+    #
+    # Each host runs one loop, for the run's seconds. On a key it owns (every HOSTS-th) it may
+    # change the truth (the version up by one, committed) and then tell the cache, as an app
+    # does: write the new value, or delete the key, or, for a tagged key, invalidate_tags its
+    # tag; the moment that call returned is the change's acknowledgement. Otherwise it reads a
+    # key: a fetch whose block reads the truth slowly (up to SLOW_FILL_MS more), or a plain read.
+    # Meanwhile the run changes the proxies' latency at random, and in the second half of the
+    # run also cuts one host's path to memcached, or stops memcached (SIGSTOP), for a moment.
+    #
+    # A value served is stale when a change of its key to a later version was acknowledged more
+    # than the bound before the read began. Stale answers are counted past `bound` outside the
+    # faults (a read that began during a fault or within FAULT_GRACE after it is counted apart:
+    # the bound there is the fault's own, memcached's return plus the poller's retry), and at
+    # the end: after the hosts have been quiet for QUIET seconds each reads every key, and any
+    # value older than the truth's is stale for good.
+    #
+    # Every loop is bounded in count and time; the run stops its processes and removes its
+    # tables, memcached and files, also when it fails.
+    class CoherenceRun
+      HOSTS = 3
+      KEYS = 12
+      # Of a host's operations on keys it owns, the share that are changes.
+      CHANGE_SHARE = 0.4
+      SLOW_FILL_MS = 5
+      MAX_DELAY_MS = 10
+      FAULT_GRACE = 2.0
+      QUIET = 2.0
+      # A host's loop runs at most this many operations, whatever the seconds.
+      MAX_OPS = 200_000
+      # Seconds a host may take beyond the run before it is killed.
+      DEADLINE = 60
+      BOUNDS = [0.05, 0.1, 0.5].freeze
+
+      # stale: bound (seconds) => stale answers past it outside the faults; worst_ms: the latest
+      # of those (ms past the next version's acknowledgement); errors: hosts that failed, and
+      # exceptions a host's calls raised (the store is to raise none).
+      Result = Struct.new(:seconds, :reads, :changes, :faults, :stale, :worst_ms, :stale_in_faults, :final_reads,
+        :final_stale, :errors, keyword_init: true)
+
+      # record_class: an abstract Active Record class, connected by the run to url (PostgreSQL).
+      # dir: where the L1 files and journals go. seed: for the hosts and the faults.
+      def initialize(record_class:, url:, dir:, seconds:, seed:, bound: 0.5)
+        @record_class = record_class
+        @url = url
+        @dir = dir
+        @seconds = seconds
+        @seed = seed
+        @bound = bound
+        @name = "strata_run_#{SecureRandom.hex(4)}"
+      end
+
+      def run
+        @record_class.establish_connection(@url)
+        Tiers::SQL.create_table!(@record_class, table_name: @name)
+        truth { |c| c.exec("CREATE TABLE #{truth_table} (k text PRIMARY KEY, ver bigint NOT NULL)") }
+        truth { |c| KEYS.times { |i| c.exec_params("INSERT INTO #{truth_table} VALUES ($1, 0)", [key(i)]) } }
+        @memcached = MemcachedProcess.new.start
+        host, port = @memcached.server.split(":")
+        @proxies = Array.new(HOSTS) { TcpProxy.new(host, Integer(port)) }
+        start_at = Clock.monotonic + 3 # the hosts' stores and pollers start meanwhile
+        pids = Array.new(HOSTS) { |index| ChildProcesses.fork_child { host_loop(index, start_at) } }
+        faults = inject_faults(start_at)
+        statuses = pids.map { |pid| ChildProcesses.reap(pid, @seconds + QUIET + DEADLINE) || ChildProcesses.kill_and_reap(pid, 5) }
+        failed = statuses.each_with_index.reject { |status, _| status&.success? }.map { |status, index| "host #{index}: #{status.inspect}" }
+        judge(faults, failed)
+      ensure
+        pids&.each { |pid| ChildProcesses.kill_and_reap(pid, 5) }
+        @proxies&.each(&:close)
+        @memcached&.kill
+        drop_tables
+      end
+
+      private
+
+      def key(index)
+        "k#{index}"
+      end
+
+      def truth_table
+        "#{@name}_truth"
+      end
+
+      def truth
+        connection = PG.connect(@url)
+        yield connection
+      ensure
+        connection&.close
+      end
+
+      def tagged?(index)
+        index % 3 == 2
+      end
+
+      def owner(index)
+        index % HOSTS
+      end
+
+      def store(index)
+        ActiveSupport::Cache::StrataStore.new(namespace: @name,
+          l1: {path: File.join(@dir, "host-#{index}.l1"), size: 8 << 20},
+          memcached: {servers: [@proxies[index].address], timeout: 0.25},
+          sql: {connection_class: @record_class, table_name: @name})
+      end
+
+      # One host's process: its loop, then the final sweep, then its journal to a file.
+      def host_loop(index, start_at)
+        cache = store(index)
+        poller = cache.instance_variable_get(:@poller)
+        sleep 0.01 until poller.last_seen || Clock.monotonic > start_at # bound: until start_at
+        rng = Random.new(@seed * 31 + index)
+        journal = {reads: [], acks: [], finals: [], errors: 0}
+        sleep [start_at - Clock.monotonic, 0].max
+        truth do |c|
+          deadline = start_at + @seconds
+          MAX_OPS.times do
+            break if Clock.monotonic > deadline
+
+            step(cache, c, index, rng, journal)
+          rescue
+            journal[:errors] += 1
+          end
+          sleep [deadline + QUIET - Clock.monotonic, 0].max
+          KEYS.times do |i|
+            journal[:finals] << [key(i), version(cache.read(key(i))), c.exec_params("SELECT ver FROM #{truth_table} WHERE k = $1", [key(i)]).getvalue(0, 0).to_i]
+          end
+        end
+        File.binwrite(File.join(@dir, "journal-#{index}"), Marshal.dump(journal))
+        cache.close
+        true
+      end
+
+      def step(cache, c, index, rng, journal)
+        i = rng.rand(KEYS)
+        name = key(i)
+        if owner(i) == index && rng.rand < CHANGE_SHARE
+          ver = c.exec_params("UPDATE #{truth_table} SET ver = ver + 1 WHERE k = $1 RETURNING ver", [name]).getvalue(0, 0).to_i
+          if tagged?(i)
+            cache.invalidate_tags("t/#{name}")
+          elsif rng.rand < 0.5
+            cache.write(name, "#{name}:#{ver}")
+          else
+            cache.delete(name)
+          end
+          journal[:acks] << [name, ver, Clock.monotonic]
+        else
+          began = Clock.monotonic
+          value = if rng.rand < 0.7
+            cache.fetch(name, tags: tagged?(i) ? "t/#{name}" : nil) do
+              ver = c.exec_params("SELECT ver FROM #{truth_table} WHERE k = $1", [name]).getvalue(0, 0)
+              sleep(rng.rand(SLOW_FILL_MS) / 1000.0)
+              "#{name}:#{ver}"
+            end
+          else
+            cache.read(name)
+          end
+          journal[:reads] << [name, version(value), began] if value
+        end
+      end
+
+      def version(value)
+        value && Integer(value.split(":").last)
+      end
+
+      # The run's network and faults until the hosts' loops end: in its first half only the
+      # proxies' latency changes (every 0.1-0.3 s, one proxy, 0-MAX_DELAY_MS); in the second, a
+      # fault (a path cut or memcached stopped, 0.3 s) every 0.5-1 s, latency changes between.
+      # [[kind, began, ended], ...] of the faults (monotonic seconds).
+      def inject_faults(start_at)
+        rng = Random.new(@seed)
+        faults = []
+        sleep [start_at - Clock.monotonic, 0].max
+        deadline = start_at + @seconds
+        next_fault = start_at + @seconds / 2.0
+        # Bound: one change per 0.1 s at least, until the deadline.
+        while Clock.monotonic < deadline - 0.5
+          if Clock.monotonic >= next_fault
+            faults << ((rng.rand < 0.5) ? cut(@proxies.sample(random: rng)) : stop)
+            next_fault = Clock.monotonic + 0.5 + rng.rand * 0.5
+          else
+            @proxies.sample(random: rng).delay = rng.rand(MAX_DELAY_MS + 1) / 1000.0
+          end
+          sleep 0.1 + rng.rand * 0.2
+        end
+        @proxies.each { |proxy| proxy.delay = 0 }
+        faults
+      end
+
+      def cut(proxy)
+        fault(:cut) do
+          proxy.cut
+          sleep 0.3
+          proxy.mend
+        end
+      end
+
+      def stop
+        fault(:stop) do
+          @memcached.pause
+          sleep 0.3
+          @memcached.resume
+        end
+      end
+
+      def fault(kind)
+        began = Clock.monotonic
+        yield
+        [kind, began, Clock.monotonic]
+      end
+
+      def judge(faults, failed)
+        journals = Array.new(HOSTS) do |index|
+          path = File.join(@dir, "journal-#{index}")
+          File.exist?(path) ? Marshal.load(File.binread(path)) : {reads: [], acks: [], finals: [], errors: 0} # rubocop:disable Security/MarshalLoad -- the run's own file
+        end
+        acks = journals.flat_map { |j| j[:acks] }.to_h { |name, ver, at| [[name, ver], at] }
+        reads = journals.flat_map { |j| j[:reads] }
+        stale = BOUNDS.to_h { |bound| [bound, 0] }
+        in_faults = 0
+        worst = 0.0
+        reads.each do |name, ver, began|
+          acked = acks[[name, ver + 1]] # the next version's acknowledgement, if any came
+          next unless acked
+
+          late = began - acked
+          if faults.any? { |_, from, to| began.between?(from, to + FAULT_GRACE) }
+            in_faults += 1 if late > @bound
+            next
+          end
+          BOUNDS.each { |bound| stale[bound] += 1 if late > bound }
+          worst = late if late > worst
+        end
+        finals = journals.flat_map { |j| j[:finals] }
+        Result.new(seconds: @seconds, reads: reads.size, changes: acks.size, faults: faults.map(&:first).tally,
+          stale: stale, worst_ms: (worst * 1000).round(1), stale_in_faults: in_faults, final_reads: finals.size,
+          final_stale: finals.count { |_, ver, truth| ver && ver < truth },
+          errors: failed + journals.map { |j| j[:errors] }.select(&:positive?).map { |n| "#{n} errors raised" })
+      end
+
+      def drop_tables
+        @record_class.connection_pool.with_connection do |c|
+          [@name, "#{@name}_versions", "#{@name}_log", truth_table].each { |table| c.drop_table(table, if_exists: true) }
+        end
+        @record_class.remove_connection
+      rescue ActiveRecord::ActiveRecordError
+        nil
+      end
+    end
+  end
+end
