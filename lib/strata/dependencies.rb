@@ -146,19 +146,24 @@ module Strata
 
     # Gives each tag id a new version, bottom-up through every tier: whatever depended on the
     # old one misses from then on. One write per tier and tag, whatever the number of entries
-    # stamped with it. True when every tier took the new versions or now holds none.
-    def bump(ids)
-      fresh = ids.to_h { |id| [version_key(id), [random_version].pack(PACK)] }
+    # stamped with it. True when every tier took the new versions or now holds none. undone (an
+    # Array) gets the ids whose authority, the bottom tier, did neither (Strata::BumpRetries).
+    def bump(ids, undone = nil)
+      fresh = ids.to_h { |id| [id, [version_key(id), [random_version].pack(PACK)]] }
       ok = true
-      (@tiers.size - 1).downto(0) do |index|
-        fresh.each do |key, bytes|
+      bottom = @tiers.size - 1
+      bottom.downto(0) do |index|
+        fresh.each do |id, (key, bytes)|
           stored = begin
             @tiers[index].set(key, bytes, ttl: @ttls[index])
           rescue TierError => error
             failed(error, index)
             false
           end
-          ok = false unless stored || dropped?(key, index)
+          next if stored || dropped?(key, index)
+
+          ok = false
+          undone << id if undone && index == bottom
         end
       end
       ok

@@ -56,4 +56,29 @@ class StrataStorePostgresDownTest < Strata::StoreCase
     assert_equal committed.size, cache.stack[:l3].get_multi(keys).size, "every committed entry survived"
     assert_equal "value 1", cache.read("committed-1"), "and is served again"
   end
+
+  # An invalidate_tags that PostgreSQL (the versions' authority) missed returns false, and is
+  # made again once it is back: the tag's version changes there, and what depended on it misses,
+  # without another call.
+  def test_an_invalidation_the_database_missed_is_made_once_it_is_back
+    cache = build_store(sql: {connection_class: Record}, namespace: @namespace, coherence_interval: 0.2)
+    cache.write("tagged", "old", tags: "bugs/1")
+    key = cache.stack.dependencies.version_key(Strata::Dependencies.tag_id("bugs/1"))
+    before = cache.stack[:l3].get(key)
+    refute_nil before
+
+    @cluster.crash
+    reports = capture_reports { refute cache.invalidate_tags("bugs/1"), "not made: reported as such" }
+    assert(reports.any? { |report| report[:context][:tier] == :l3 })
+
+    @cluster.restart
+    after = wait_until(BOUND) do
+      cache.stack[:l3].get(key)
+    rescue Strata::TierError
+      nil
+    end
+    assert wait_until(BOUND) { cache.stack[:l3].get(key) != before }, "made again once PostgreSQL is back"
+    refute_nil after
+    assert_nil cache.read("tagged")
+  end
 end

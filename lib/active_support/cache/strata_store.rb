@@ -11,6 +11,7 @@ require "strata/counters"
 require "strata/entry"
 require "strata/stack"
 require "strata/poller"
+require "strata/bump_retries"
 require "strata/transaction_tags"
 require "active_support/cache/strata_store/codec"
 require "active_support/cache/strata_store/counted_multi_reads"
@@ -136,6 +137,7 @@ module ActiveSupport
           coherence_interval: coherence_interval, polled: Strata::Poller.polls?(tiers.values), on_stamps: @stamp_reads,
           counters: @counters, host_ttl: host_ttl(tiers, coherence_interval))
         @listable = listable_tiers.size == @stack.tier_names.size
+        @bump_retries = Strata::BumpRetries.new(@stack.dependencies, on_error: method(:report_failure))
         # The SQL tier when it joins the app's transactions and has tiers above it (#joined).
         @app_sql = tiers[:l3] if tiers.size > 1 && tiers[:l3]&.app_connections?
         @poller = Strata::Poller.start(@stack, on_error: method(:report_failure), **polling)
@@ -243,7 +245,9 @@ module ActiveSupport
         @counters.add(Strata::Counters::INVALIDATIONS)
         @counters.add(Strata::Counters::VERSIONS_BUMPED, ids.size)
         ActiveSupport::Notifications.instrument(INVALIDATE_EVENT, payload) do
-          bumped = failsafe(false) { @stack.dependencies.bump(ids) }
+          undone = []
+          bumped = failsafe(false) { @stack.dependencies.bump(ids, undone) }
+          @bump_retries.add(undone) unless undone.empty? # the authority keeps the old versions meanwhile
           local_cache&.clear # it serves entries without their stamps checked
           bumped
         end
@@ -289,6 +293,7 @@ module ActiveSupport
       # Release the table mapping. The store can't be used afterwards.
       def close
         @poller&.stop
+        @bump_retries.stop
         @outages&.release(@stack[:l2].client.ring)
         @stack.close
       end
