@@ -147,7 +147,7 @@ module Strata
     # Gives each tag id a new version, bottom-up through every tier: whatever depended on the
     # old one misses from then on. One write per tier and tag, whatever the number of entries
     # stamped with it. True when every tier took the new versions or now holds none. undone (an
-    # Array) gets the ids whose authority, the bottom tier, did neither (Strata::BumpRetries).
+    # Array) gets the ids whose authority, the bottom tier, did neither (Strata::Retries).
     def bump(ids, undone = nil)
       fresh = ids.to_h { |id| [id, [version_key(id), [random_version].pack(PACK)]] }
       ok = true

@@ -51,9 +51,14 @@ module Strata
     #   host's copy within host_ttl: the copy lapses, and the next read takes the shared tier's.
     # counters: a Strata::Counters: each tier with a Tier#counter_row counts its figures there
     #   (and the stack its failures), and the read-through its waits and stale hits; nil: none.
+    # undurable: called as undurable.call(keys) with the keys whose write or delete the bottom
+    #   tier, when it has tombstones (SQL, the durable one), neither made nor undid by dropping
+    #   its copy: it failed, and holds what the change replaced. The copies above it are dropped
+    #   too, and the call is false; the caller deletes the keys there once it answers
+    #   (#redelete, Strata::Retries). nil: nobody.
     def initialize(tiers, on_error: nil, fill_wait: DEFAULT_FILL_WAIT,
       coherence_interval: Dependencies::DEFAULT_COHERENCE_INTERVAL, polled: false, on_stamps: nil, host_ttl: nil,
-      counters: nil)
+      counters: nil, undurable: nil)
       raise ArgumentError, "a stack needs at least one tier" if tiers.empty?
       raise ArgumentError, "fill_wait must be a number of seconds >= 0" unless fill_wait.is_a?(Numeric) && fill_wait >= 0
 
@@ -69,6 +74,9 @@ module Strata
       below_lease = leased ? (@tiers.size - 1).downto(leased + 1).to_a : []
       @unfenced_below_lease = below_lease.reject { |index| @tiers[index].capabilities[:tombstones] }.freeze
       @announce_at = announcing_tier
+      @undurable = undurable
+      # The bottom tier's index when it keeps tombstones (the durable tier), else nil.
+      @durable = (@tiers.size - 1) if @tiers.last.capabilities[:tombstones]
       @on_stamps = on_stamps
       @counter_rows = counter_rows(counters)
       @dependencies = Dependencies.new(@tiers, @names, on_error: on_error, coherence_interval: coherence_interval,
@@ -256,6 +264,8 @@ module Strata
         drop(key, index)
         false
       end
+      return missed_below(key) if stored == :undurable
+
       settle(key, bytes, lowest) if lowest && lowest > 0
       stored && !refused
     end
@@ -301,7 +311,7 @@ module Strata
     # just added above it are dropped again and the answer is false. An entry whose stamps are out
     # of date counts as absent: it is dropped, and the add tried again once.
     def add(key, bytes, ttl: nil)
-      write_tiers(key, @top_down) do |tier, index|
+      added = write_tiers(key, @top_down) do |tier, index|
         tier_ttl = ttl_at(index, ttl)
         next true if tier.add(key, bytes, ttl: tier_ttl)
         next true if outdated?(key, index) && tier.add(key, bytes, ttl: tier_ttl)
@@ -309,6 +319,7 @@ module Strata
         index.times { |above| drop(key, above) }
         return false
       end
+      (added == :undurable) ? missed_below(key) : added
     end
 
     # Remove key from every tier, bottom-up. True if a tier held it.
@@ -323,8 +334,23 @@ module Strata
     # fill that commits later is refused, and drops its own copies.)
     def delete(key)
       deleted = false
-      removing(key) { |tier| deleted = true if tier.delete(key) }
+      return missed_below(key) if removing(key) { |tier| deleted = true if tier.delete(key) } == :undurable
+
       deleted
+    end
+
+    # For keys whose write or delete the durable tier missed (see new's undurable): deletes
+    # them there (a tombstone, and a log row where it keeps the log), then from every tier
+    # above. The keys it still could not delete there.
+    def redelete(keys)
+      done = begin
+        @tiers[@durable].delete_multi(keys)
+      rescue TierError => error
+        partial_result(error, @durable)
+      end
+      gone = keys.select { |key| done.key?(key) }
+      @durable.times { |index| safely(index) { @tiers[index].delete_multi(gone) } } unless gone.empty?
+      keys - gone
     end
 
     # Remove keys from every tier, bottom-up, one call per tier (memcached: one pipeline per
@@ -462,7 +488,8 @@ module Strata
     end
 
     # Yields each tier, in the order of indexes, for a write; true when some tier's write returned
-    # true and every tier that failed now reads key as a miss. A tier that can't hold a value that
+    # true and every tier that failed now reads key as a miss; :undurable when the durable tier
+    # failed and still holds its old copy (and new has an undurable to tell). A tier that can't hold a value that
     # large has its old copy dropped (and is reported when another tier stored the value); a tier
     # that fails is reported and its old copy dropped too: a failed write may have left the value
     # it was to replace, which would come back once the tiers above let the new one go (an L1
@@ -472,6 +499,7 @@ module Strata
       stored = false
       stale = false # a tier failed and may still hold an older value
       too_large = nil
+      lost = false # the durable tier failed and still holds its old copy
       indexes.each do |index|
         stored = true if yield(@tiers[index], index)
       rescue ValueTooLargeError => error
@@ -479,8 +507,12 @@ module Strata
         stale = true unless dropped?(key, index)
       rescue TierError => error
         failed(error, index)
-        stale = true unless dropped?(key, index)
+        next if dropped?(key, index)
+
+        stale = true
+        lost = true if index == @durable && @undurable
       end
+      return :undurable if lost
       if too_large
         raise too_large.first unless stored
 
@@ -515,12 +547,23 @@ module Strata
     # and skipped), then clears the tiers below a leased one that have no tombstones again (see
     # #delete).
     def removing(key)
+      lost = false
       @bottom_up.each do |index|
         yield @tiers[index]
       rescue TierError => error
         failed(error, index)
+        lost = true if index == @durable && @undurable
       end
       @unfenced_below_lease.each { |index| drop(key, index) }
+      lost ? :undurable : nil
+    end
+
+    # The durable tier missed a change of key (see new's undurable): the copies above it go
+    # too, and the caller hears of the key. False: the change was not made.
+    def missed_below(key)
+      take_back_copies(key, @durable)
+      @undurable.call([key])
+      false
     end
 
     # After a bottom-up write of bytes that tier lowest took: when that tier now holds something

@@ -11,7 +11,7 @@ require "strata/counters"
 require "strata/entry"
 require "strata/stack"
 require "strata/poller"
-require "strata/bump_retries"
+require "strata/retries"
 require "strata/transaction_tags"
 require "active_support/cache/strata_store/codec"
 require "active_support/cache/strata_store/counted_multi_reads"
@@ -135,9 +135,9 @@ module ActiveSupport
         @put_backs_lock = Mutex.new
         @stack = Strata::Stack.new(tiers, on_error: method(:report_failure), fill_wait: fill_wait,
           coherence_interval: coherence_interval, polled: Strata::Poller.polls?(tiers.values), on_stamps: @stamp_reads,
-          counters: @counters, host_ttl: host_ttl(tiers, coherence_interval))
+          counters: @counters, host_ttl: host_ttl(tiers, coherence_interval), undurable: method(:undurable))
         @listable = listable_tiers.size == @stack.tier_names.size
-        @bump_retries = Strata::BumpRetries.new(@stack.dependencies, on_error: method(:report_failure))
+        @retries = Strata::Retries.new(@stack, on_error: method(:report_failure))
         # The SQL tier when it joins the app's transactions and has tiers above it (#joined).
         @app_sql = tiers[:l3] if tiers.size > 1 && tiers[:l3]&.app_connections?
         @poller = Strata::Poller.start(@stack, on_error: method(:report_failure), **polling)
@@ -247,7 +247,7 @@ module ActiveSupport
         ActiveSupport::Notifications.instrument(INVALIDATE_EVENT, payload) do
           undone = []
           bumped = failsafe(false) { @stack.dependencies.bump(ids, undone) }
-          @bump_retries.add(undone) unless undone.empty? # the authority keeps the old versions meanwhile
+          @retries.add_tags(undone) unless undone.empty? # the authority keeps the old versions meanwhile
           local_cache&.clear # it serves entries without their stamps checked
           bumped
         end
@@ -293,7 +293,7 @@ module ActiveSupport
       # Release the table mapping. The store can't be used afterwards.
       def close
         @poller&.stop
-        @bump_retries.stop
+        @retries.stop
         @outages&.release(@stack[:l2].client.ring)
         @stack.close
       end
@@ -599,6 +599,12 @@ module ActiveSupport
       def joined(keys)
         connection = @app_sql.app_transaction
         Strata::TransactionTags.retract_on_rollback(connection, self, keys) if connection
+      end
+
+      # The stack's undurable: keys whose write or delete the SQL tier missed, deleted there once
+      # it answers (Strata::Retries).
+      def undurable(keys)
+        @retries.add_keys(keys)
       end
 
       # What writes and deletes of keys left in the tiers above SQL, whose transaction rolled
