@@ -5,7 +5,6 @@ require "strata/tiers/sql"
 require "minitest/mock"
 require "rbconfig"
 require "support/child_processes"
-require "support/pausing_tier"
 
 # Strata::Poller over an SQLite file with the invalidation log on: one poller per L1 table
 # (elected through it, handed over when its holder dies), what it does when its place in the log
@@ -180,35 +179,6 @@ class PollerTest < Strata::StoreCase
     poller.round
     assert_equal "v", stack[:l1].get("own")
     assert_nil stack[:l1].get("stale")
-  end
-
-  # A fill on this host that read before another host's delete, and whose L1 copy would land
-  # after the poller applied the delete's row (its SQL add comes later, and is slow): the
-  # poller's delete of the key marked the fill's lock, so the copy is refused and never served,
-  # not merely taken back once the SQL add is refused (issue 34, finding 5).
-  def test_a_fill_under_way_gives_way_to_another_hosts_delete_the_poller_applied
-    l1 = Strata::Tiers::SharedMemory.new(path: File.join(@tmpdir, "filling.l1"), size: TABLE_SIZE)
-    sql = Strata::Tiers::SQL.new(path: sql_path, invalidation_log: true)
-    @stores << l1 << sql
-    slow = Strata::TestSupport::PausingTier.new(sql)
-    stack = Strata::Stack.new({l1: l1, l3: slow})
-    poller = Strata::Poller.new(l1, sql, stack.dependencies, on_error: ->(error, _) { raise error }, interval: 1,
-      listen: false, gap_timeout: 10)
-    other, = driven("other")
-    poller.round
-    fill = stack.read_through("k")
-    assert_nil fill.get, "a miss: this caller computes, holding the host lock"
-
-    other.delete("k") # another host's delete, after the read
-    poller.round
-    reached, release = slow.pause_after(:add_for_fill)
-    setter = Thread.new { fill.set(Strata::Entry.encode("computed before the delete", expires_at: 0), ttl: 60) }
-    500.times { break if setter.join(0.01) || !reached.empty? } # bound: 5 s for the fill's own steps
-    assert_nil l1.get("k"), "no copy in L1, even while the SQL add would be under way"
-    release << true unless reached.empty?
-    refute setter.value
-    fill.finish
-    assert_nil stack.get("k")
   end
 
   def test_a_fresh_l1_is_not_cleared_by_the_first_round

@@ -413,26 +413,27 @@ module Strata
     end
 
     # Deletes L1's copies of keys unless the SQL tier holds the same bytes, after settling the
-    # shared tiers' copies (#settle_shared). A key L1 does not hold is deleted all the same: the
-    # delete marks the key's host fill lock, so that a fill under way on this host, which may
-    # have read before the change, adds nothing to L1 (SharedMemory#add_for_fill). host_cleared:
-    # L1 was cleared just now. The keys a shared tier could not settle.
+    # shared tiers' copies (#settle_shared). host_cleared: L1 was cleared just now. The keys a
+    # shared tier could not settle.
     def drop_changed(keys, host_cleared = false)
       return NOTHING_LEFT if keys.empty?
 
       if @shared.empty?
+        return NOTHING_LEFT if host_cleared
+
         unsettled = NOTHING_LEFT
-        held = host_cleared ? NOTHING : @host.get_multi(keys)
-        current = held.empty? ? NOTHING : @sql.peek_multi(held.keys)
+        held = @host.get_multi(keys)
+        return unsettled if held.empty?
+
+        current = @sql.peek_multi(held.keys)
       else
         current = @sql.peek_multi(keys)
         unsettled = settle_shared(keys, current)
-        held = host_cleared ? NOTHING : @host.get_multi(keys)
+        return unsettled if host_cleared
+
+        held = @host.get_multi(keys)
       end
-      keys.each do |key|
-        bytes = held[key]
-        @host.delete(key) unless bytes && current[key] == bytes
-      end
+      held.each { |key, bytes| @host.delete(key) unless current[key] == bytes }
       unsettled
     end
 
