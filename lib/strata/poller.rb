@@ -25,10 +25,11 @@ module Strata
   # with no copy: a fill's lease may be pending there, and a fill under a lease checks the SQL
   # tier itself once it has committed (Stack#settle_fill). A key whose server is down in this
   # process is deleted (on the gutter, and noted for the server's return). A key that could not
-  # be settled (memcached unreachable, stopped, or down) is kept and settled again every round,
-  # then dropped from L1 again, until its server answers; until then the rounds vouch for
-  # nothing. At most MAX_UNSETTLED keys are kept (the oldest go first, reported), and only in
-  # the holder's memory.
+  # be settled (memcached unreachable, stopped, or down) is kept and settled again every
+  # RESETTLE_INTERVAL, then dropped from L1 again, until its server answers (memcached is read
+  # SETTLE_BATCH keys at a time, so that a round of large values keeps each exchange short);
+  # until then the rounds vouch for nothing. At most MAX_UNSETTLED keys are kept (the oldest go
+  # first, reported), and only in the holder's memory.
   #
   # One per host: every process with a store runs a thread, and the one whose token sits under
   # ELECTION_KEY in L1 (added with a TTL of lease seconds, refreshed by compare-and-set on every
@@ -92,6 +93,10 @@ module Strata
     WAIT_SLICE = 0.1
     # Keys a shared tier could not settle, kept for the next rounds (#settle_shared).
     MAX_UNSETTLED = 10_000
+    # Keys settled in one call to a shared tier.
+    SETTLE_BATCH = 32
+    # Seconds between two tries at the keys kept, while they fail.
+    RESETTLE_INTERVAL = 0.25
     # Seconds after it is made that a poller that has never read the log does not report a
     # missing Active Record connection (#booting?).
     BOOT_GRACE = 60
@@ -156,6 +161,7 @@ module Strata
       @sql = sql
       @shared = shared.freeze
       @unsettled = {} # key => true: a shared tier could not settle it (#settle_shared); oldest first
+      @resettle_at = 0.0
       @dependencies = dependencies
       @on_error = on_error
       @interval = interval.to_f
@@ -428,7 +434,12 @@ module Strata
         current = @sql.peek_multi(held.keys)
       else
         current = @sql.peek_multi(keys)
-        unsettled = settle_shared(keys, current)
+        # L1 holding SQL's bytes already: this host wrote or read them after the change, and
+        # put them in memcached too (a write goes bottom-up, a backfill or a fill copies them to
+        # every tier above SQL); memcached's copy is left to the hosts that don't hold them.
+        # (L1 is read again after the settle: a copy taken from memcached meanwhile must go.)
+        current_here = host_cleared ? NOTHING : @host.get_multi(keys)
+        unsettled = settle_shared(keys.reject { |key| current_here[key] && current_here[key] == current[key] }, current)
         return unsettled if host_cleared
 
         held = @host.get_multi(keys)
@@ -443,35 +454,45 @@ module Strata
     def settle_shared(keys, current)
       unsettled = []
       @shared.each do |tier|
-        stale = begin
-          held = tier.peek_multi(keys)
-          keys.select { |key| (held.key?(key) && held[key] != current[key]) || (tier.respond_to?(:gutter?) && tier.gutter?(key)) }
-        rescue TierError => error # PartialError too: what it could not read goes
-          report(error)
-          keys
-        end
-        next if stale.empty?
-
-        done = begin
-          tier.delete_multi(stale)
-        rescue PartialError => error
-          report(error)
-          error.result
-        rescue TierError => error
-          report(error)
-          NOTHING
-        end
-        stale.each { |key| unsettled << key unless done.key?(key) && !(tier.respond_to?(:gutter?) && tier.gutter?(key)) }
+        # Bound: keys.size / SETTLE_BATCH calls of each kind, each reading at most SETTLE_BATCH
+        # values (a round of large values must not make one exchange outlast the timeout).
+        keys.each_slice(SETTLE_BATCH) { |batch| settle_batch(tier, batch, current, unsettled) }
       end
       unsettled
     end
 
-    # Settles the keys kept from earlier rounds again (#drop_changed).
+    # #settle_shared of a batch of keys in one shared tier; adds what it could not settle to
+    # unsettled.
+    def settle_batch(tier, keys, current, unsettled)
+      stale = begin
+        held = tier.peek_multi(keys)
+        keys.select { |key| (held.key?(key) && held[key] != current[key]) || (tier.respond_to?(:gutter?) && tier.gutter?(key)) }
+      rescue TierError => error # PartialError too: what it could not read goes
+        report(error)
+        keys
+      end
+      return if stale.empty?
+
+      done = begin
+        tier.delete_multi(stale)
+      rescue PartialError => error
+        report(error)
+        error.result
+      rescue TierError => error
+        report(error)
+        NOTHING
+      end
+      stale.each { |key| unsettled << key unless done.key?(key) && !(tier.respond_to?(:gutter?) && tier.gutter?(key)) }
+    end
+
+    # Settles the keys kept from earlier rounds again (#drop_changed), at most once per
+    # RESETTLE_INTERVAL: a memcached that keeps failing is asked about them that often.
     def resettle
-      return if @unsettled.empty?
+      return if @unsettled.empty? || Clock.monotonic < @resettle_at
 
       left = drop_changed(@unsettled.keys)
       @unsettled = left.to_h { |key| [key, true] } # one assignment: another thread may look
+      @resettle_at = Clock.monotonic + RESETTLE_INTERVAL unless left.empty?
     end
 
     def forget_oldest_unsettled

@@ -489,11 +489,11 @@ module Strata
 
     # Yields each tier, in the order of indexes, for a write; true when some tier's write returned
     # true and every tier that failed now reads key as a miss; :undurable when the durable tier
-    # failed and still holds its old copy (and new has an undurable to tell). A tier that can't hold a value that
-    # large has its old copy dropped (and is reported when another tier stored the value); a tier
-    # that fails is reported and its old copy dropped too: a failed write may have left the value
-    # it was to replace, which would come back once the tiers above let the new one go (an L1
-    # eviction). A drop that fails as well makes the write false. Raises
+    # failed and still holds its old copy (and new has an undurable to tell). A tier that can't
+    # hold a value that large has its old copy dropped (and is reported when another tier stored
+    # the value); a tier that fails is reported and its old copy dropped too: a failed write may
+    # have left the value it was to replace, which would come back once the tiers above let the
+    # new one go (an L1 eviction). A drop that fails as well makes the write false. Raises
     # Strata::ValueTooLargeError when no tier stored the value.
     def write_tiers(key, indexes)
       stored = false
