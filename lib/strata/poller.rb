@@ -464,9 +464,12 @@ module Strata
     # #settle_shared of a batch of keys in one shared tier; adds what it could not settle to
     # unsettled.
     def settle_batch(tier, keys, current, unsettled)
+      # Keys whose own server is down here: their reads are a gutter's, and their deletes only
+      # noted for the server's return (so never settled here).
+      away = tier.respond_to?(:gutter?) ? keys.select { |key| tier.gutter?(key) } : NOTHING_LEFT
       stale = begin
         held = tier.peek_multi(keys)
-        keys.select { |key| (held.key?(key) && held[key] != current[key]) || (tier.respond_to?(:gutter?) && tier.gutter?(key)) }
+        keys.select { |key| (held.key?(key) && held[key] != current[key]) || away.include?(key) }
       rescue TierError => error # PartialError too: what it could not read goes
         report(error)
         keys
@@ -482,7 +485,7 @@ module Strata
         report(error)
         NOTHING
       end
-      stale.each { |key| unsettled << key unless done.key?(key) && !(tier.respond_to?(:gutter?) && tier.gutter?(key)) }
+      stale.each { |key| unsettled << key unless done.key?(key) && !away.include?(key) }
     end
 
     # Settles the keys kept from earlier rounds again (#drop_changed), at most once per

@@ -69,15 +69,20 @@ module Strata
         items.each { |item| into[item] = true }
         into.shift while into.size > MAX_PENDING
         @since ||= Clock.monotonic
-        @thread = Thread.new { run } unless @thread&.alive?
+        start unless @thread&.alive?
       end
       nil
     end
 
+    # Under @lock.
+    def start
+      @thread = Thread.new { run }
+      @thread.name = "strata-retries"
+      @thread.report_on_exception = false
+    end
+
     # Bound: until nothing is left, or GIVE_UP seconds after the first failed.
     def run
-      Thread.current.name = "strata-retries"
-      Thread.current.report_on_exception = false
       loop do
         sleep INTERVAL
         tags, keys = pending

@@ -378,7 +378,7 @@ module Strata
       bottom = @tiers.size - 1
       bottom.times { |index| safely(index) { @tiers[index].delete_multi(keys) } }
       tier = @tiers[bottom]
-      safely(bottom) { tier.log_keys(keys) } if tier.respond_to?(:invalidation_log?) && tier.invalidation_log?
+      safely(bottom) { tier.log_keys(keys) } if tier.respond_to?(:log_keys) # nothing without the log
       nil
     end
 

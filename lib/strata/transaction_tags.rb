@@ -78,17 +78,22 @@ module Strata
 
         deferred = false
         ::ActiveRecord::Base.connection_handler.connection_pool_list(:all).each do |pool| # bound: the app's pools
-          connection = pool.active_connection?
-          next unless connection.respond_to?(:transaction_open?) && connection.transaction_open?
+          connection = joinable_connection(pool)
+          next unless connection
 
-          transaction = connection.current_transaction
-          next unless transaction.joinable?
-
-          add(connection, transaction, store, tags)
+          add(connection, connection.current_transaction, store, tags)
           connection.add_transaction_record(CommitHook.new(connection))
           deferred = true
         end
         deferred
+      end
+
+      # pool's connection in this context when it has a transaction open that is joinable (not
+      # a test's own: see #defer), else nil.
+      def joinable_connection(pool)
+        connection = pool.active_connection?
+        connection if connection.respond_to?(:transaction_open?) && connection.transaction_open? &&
+          connection.current_transaction.joinable?
       end
 
       # For a write or delete of keys through store whose SQL tier joined the app's open

@@ -7,6 +7,7 @@ require "strata/counters"
 require "strata/errors"
 require "strata/entry"
 require "strata/dependencies"
+require "strata/transaction_tags"
 require "strata/tier"
 require "strata/tiers/sql/database"
 require "strata/tiers/sql/dialect"
@@ -218,9 +219,7 @@ module Strata
       def app_transaction
         return nil unless @embedded_path.nil?
 
-        connection = connection_class.connection_pool.active_connection?
-        connection if connection.respond_to?(:transaction_open?) && connection.transaction_open? &&
-          connection.current_transaction.joinable?
+        TransactionTags.joinable_connection(connection_class.connection_pool)
       rescue ActiveRecord::ActiveRecordError
         nil
       end
