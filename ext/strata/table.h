@@ -190,7 +190,7 @@
  *   24 + 9.14/0.68 = 37.5 bytes of metadata each.
  *   max value size = segment size - 16 - 24 (key + value bytes): an item never spans segments.
  *
- * DEVIATIONS FROM DESIGN.md section 5 AND THE BRIEF
+ * DEVIATIONS FROM THE FIRST PLAN (docs/architecture.md, "Where it departs from the plan")
  *   - The CLOCK ref bit is in the index slot, not the item header. A reader that set a byte in
  *     an item could race with compaction moving another item over those bytes and corrupt it;
  *     a CAS on the slot cannot land anywhere but the slot value the reader validated.

@@ -6,7 +6,7 @@ require "strata/entry"
 require "strata/errors"
 
 module Strata
-  # Tag versions (DESIGN section 8; docs/coherence.md). A tag is a String naming something entries
+  # Tag versions (docs/coherence.md). A tag is a String naming something entries
   # are built from ("bugs/42"). Its version is an opaque 64-bit value, compared for equality
   # only: every bump, and every creation of a missing version, draws a fresh random one. An entry
   # stamps the versions its tags had before its value was computed, and is valid while every

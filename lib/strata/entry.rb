@@ -3,7 +3,7 @@
 require "strata/errors"
 
 module Strata
-  # One cache entry as the byte string every tier stores (DESIGN section 2). The adapter encodes it
+  # One cache entry as the byte string every tier stores (docs/architecture.md, "One encoding"). The adapter encodes it
   # once; tiers copy it around without parsing it; the adapter (and the stack, for expiry and
   # dependency stamps) decodes it.
   #
@@ -257,7 +257,7 @@ module Strata
         (seconds * 1000).ceil
       end
 
-      # The current wall-clock time in unix milliseconds; expiry outlives reboots (DESIGN section 5).
+      # The current wall-clock time in unix milliseconds; expiry outlives reboots.
       def now
         Process.clock_gettime(Process::CLOCK_REALTIME, :millisecond)
       end

@@ -1,7 +1,7 @@
 # frozen_string_literal: true
 
 module Strata
-  # One caller's read-through of one key (DESIGN section 4): the object the caller reads key
+  # One caller's read-through of one key (docs/architecture.md, "The way a fetch goes"): the object the caller reads key
   # through, writes what it computed through, and ends. Made by Stack#read_through, which with a
   # block also ends it; without one the caller must call #finish (ensure).
   #

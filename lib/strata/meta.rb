@@ -1,7 +1,7 @@
 # frozen_string_literal: true
 
 module Strata
-  # The L2 client for memcached's meta protocol (DESIGN section 6). The authority is the
+  # The L2 client for memcached's meta protocol (docs/architecture.md). The authority is the
   # protocol.txt shipped with memcached 1.6.18. Request builds request bytes and Response parses
   # reply lines; both are pure and never touch a socket.
   module Meta

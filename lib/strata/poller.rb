@@ -7,7 +7,7 @@ require "strata/entry"
 require "strata/errors"
 
 module Strata
-  # The cross-host half of coherence (DESIGN section 8; docs/coherence.md): one poller per host
+  # The cross-host half of coherence (docs/coherence.md): one poller per host
   # reads the SQL tier's invalidation log past its last sequence number and drops this host's
   # copies of what each row names. A tag row drops the tag's version in every tier above SQL
   # (Dependencies#drop_copies), a key row deletes the key from the shared tiers between L1 and

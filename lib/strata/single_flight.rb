@@ -7,7 +7,7 @@ require "strata/errors"
 require "strata/fill"
 
 module Strata
-  # The read-through protocol of a Strata::Stack (DESIGN section 4, steps 1-5): one fill per key
+  # The read-through protocol of a Strata::Stack (docs/architecture.md, "The way a fetch goes", steps 3-7): one fill per key
   # on a host, and one per key across hosts.
   #
   # - Host single-flight: after a miss in the host tier (capability :host, the shared-memory

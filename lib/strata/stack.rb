@@ -7,7 +7,7 @@ require "strata/dependencies"
 require "strata/single_flight"
 
 module Strata
-  # An ordered list of tiers, top (fastest) first, used as one cache (DESIGN sections 1 and 4).
+  # An ordered list of tiers, top (fastest) first, used as one cache (docs/architecture.md).
   # It knows the tiers only through the Tier contract and moves entry bytes between them:
   #
   # - get reads through: the first tier that has the key answers, and the tiers above it are

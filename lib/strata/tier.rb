@@ -3,7 +3,7 @@
 require "strata/entry"
 
 module Strata
-  # The tier contract (DESIGN section 3). A tier stores opaque byte strings under byte-string keys;
+  # The tier contract. A tier stores opaque byte strings under byte-string keys;
   # it never deserializes a payload. Every tier includes this module and overrides the hooks below.
   #
   # Failure: a tier signals trouble by raising Strata::TierError (or a subclass). It does not rescue

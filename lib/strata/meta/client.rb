@@ -38,29 +38,30 @@ module Strata
     # TierError raised names its server (TierError#server), and #stats counts the failures per
     # server and says since when a server is down.
     #
-    # Outages (DESIGN section 8: no fault may lose a delete). A change of a key (set, add, cas,
-    # lease_fill, delete, invalidate, incr, decr and their multi-key forms) that its server did not
-    # answer, because the server was down (the change went to the gutter, or was refused when no
-    # server was up) or the call failed on it (a timed-out request may still be carried out when a
-    # stopped server runs again), is noted in this process's RecoveryLog. Before this process's next
-    # exchange with that server, of any kind, it deletes the noted keys there and then their gutter
-    # copies (as mcrouter does), and calls to the server wait for that: a key read after an outage
-    # is the value written during it (in the gutter, until gutter_ttl) or a miss, never the copy
-    # from before, and a deleted key stays deleted. (One window is left: a stopped server that wakes
-    # just as the recovery reaches it may carry out a timed-out request still buffered on an old
-    # connection after the recovery's delete, which comes on another.) A delete or invalidate that
-    # reached only the gutter deletes the gutter copy and raises TierError naming its server. A
-    # counter changed during an outage starts again in the gutter (from initial) and lives there
-    # gutter_ttl at most; on recovery the server's old counter is deleted too, so the count starts
-    # again rather than resume from its value before the outage. When more than recovery_log_size
-    # keys of one server are noted, this process can no longer say which of its copies are current:
-    # recovery_overflow chooses between keeping the server down (its keys keep going to the gutter,
-    # reported once, until #flush_server) and flushing it (flush_all) at recovery. #clear of a
-    # server that is down (#flush) is likewise a flush at its recovery. The log is this process's:
-    # another process or host that did not see the outage may read the server's old copies
-    # (cross-host coherence is the invalidation log's job); a process that restarts forgets its log.
-    # While a server has keys noted or timeouts counted, every call takes a slower path (a lock or
-    # two); with all servers answering, the cost is one boolean check.
+    # Outages (no fault may lose a delete: docs/architecture.md, "Invariants"). A change of a
+    # key (set, add, cas, lease_fill, delete, invalidate, incr, decr and their multi-key forms)
+    # that its server did not answer, because the server was down (the change went to the
+    # gutter, or was refused when no server was up) or the call failed on it (a timed-out
+    # request may still be carried out when a stopped server runs again), is noted in this
+    # process's RecoveryLog. Before this process's next exchange with that server, of any kind,
+    # it deletes the noted keys there and then their gutter copies (as mcrouter does), and calls
+    # to the server wait for that: a key read after an outage is the value written during it (in
+    # the gutter, until gutter_ttl) or a miss, never the copy from before, and a deleted key
+    # stays deleted. (One window is left: a stopped server that wakes just as the recovery
+    # reaches it may carry out a timed-out request still buffered on an old connection after the
+    # recovery's delete, which comes on another.) A delete or invalidate that reached only the
+    # gutter deletes the gutter copy and raises TierError naming its server. A counter changed
+    # during an outage starts again in the gutter (from initial) and lives there gutter_ttl at
+    # most; on recovery the server's old counter is deleted too, so the count starts again
+    # rather than resume from its value before the outage. When more than recovery_log_size keys
+    # of one server are noted, this process can no longer say which of its copies are current:
+    # recovery_overflow chooses between keeping the server down (its keys keep going to the
+    # gutter, reported once, until #flush_server) and flushing it (flush_all) at recovery.
+    # #clear of a server that is down (#flush) is likewise a flush at its recovery. The log is
+    # this process's: another process or host that did not see the outage may read the server's
+    # old copies (cross-host coherence is the invalidation log's job); a process that restarts
+    # forgets its log. While a server has keys noted or timeouts counted, every call takes a
+    # slower path (a lock or two); with all servers answering, the cost is one boolean check.
     #
     # Time bound: one operation on one server takes at most pool_timeout (waiting for a free
     # connection) + connect_timeout (when the connection must be made) + timeout (its exchange,

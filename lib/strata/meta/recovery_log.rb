@@ -5,7 +5,7 @@ module Strata
     # What this process owes each memcached server before it may use the server again: the keys
     # it changed (wrote, deleted, counted) while it could not tell the server, so that the
     # server's copies of them may be older than what the app last wrote, or deleted since
-    # (DESIGN section 8: no fault may lose a delete). Client notes a key when its change was
+    # (no fault may lose a delete: docs/architecture.md, "Invariants"). Client notes a key when its change was
     # routed to a gutter because its server was marked down, was refused because no server was
     # up, or failed on the server without an answer (a timeout: a stopped server still carries
     # out the request it has buffered once it runs again). Client deletes the noted keys on the

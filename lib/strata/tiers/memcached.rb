@@ -7,7 +7,7 @@ require "strata/meta"
 
 module Strata
   module Tiers
-    # L2: memcached over the meta protocol (DESIGN section 6), on top of Strata::Meta::Client.
+    # L2: memcached over the meta protocol (docs/architecture.md), on top of Strata::Meta::Client.
     #
     # When to use it: as the shared tier between the per-host table and the durable store, for
     # entries every host reads. It has cluster-wide fill leases and stale-while-refill, so the

@@ -10,7 +10,7 @@ require "strata/strata_ext"
 module Strata
   module Tiers
     # L1: a hash table in one memory-mapped file shared by every process of the app on this host
-    # (DESIGN section 5; the C contract is ext/strata/table.h).
+    # (the C contract is ext/strata/table.h).
     #
     # When to use it: as the first tier, for entries read far more often than written, by many
     # worker processes on one machine. A hit costs one C call and no syscall or lock.

@@ -25,9 +25,9 @@ require "strata/tiers/sql/writes"
 
 module Strata
   module Tiers
-    # L3: the durable tier, one table in SQLite, PostgreSQL or MySQL through Active Record (DESIGN
-    # section 7), with two beside it (Schema): the tag versions and the invalidation log
-    # (VersionsAndLog). Load it with `require "strata/tiers/sql"`; it is the only part of Strata
+    # L3: the durable tier, one table in SQLite, PostgreSQL or MySQL through Active Record
+    # (docs/architecture.md), with two beside it (Schema): the tag versions and the invalidation
+    # log (VersionsAndLog). Load it with `require "strata/tiers/sql"`; it is the only part of Strata
     # that loads Active Record.
     #
     # When to use it: as the bottom tier, for entries that are expensive to rebuild and worth

@@ -8,7 +8,7 @@ require "strata/transaction_tags"
 module ActiveSupport
   module Cache
     class StrataStore < Store
-      # Turns cache entries into Strata entry bytes (DESIGN section 2) and back. Strings (UTF-8,
+      # Turns cache entries into Strata entry bytes (Strata::Entry) and back. Strings (UTF-8,
       # binary, US-ASCII) and nil are stored as they are; other values go through the serializer:
       # Marshal, ActiveSupport's MessagePack serializer, or an object the app gives. An entry names
       # its serializer, so a store reads entries written with Marshal or MessagePack whatever its own

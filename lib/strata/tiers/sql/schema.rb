@@ -3,7 +3,7 @@
 module Strata
   module Tiers
     class SQL
-      # The SQL tier's tables (DESIGN sections 7 and 8), through Active Record's schema statements
+      # The SQL tier's tables (docs/coherence.md for the two beside the entries), through Active Record's schema statements
       # so that each database gets its own types: bigint, blob on SQLite, bytea on PostgreSQL and
       # longblob on MySQL (whose plain blob holds 64 KiB, less than max_value_size's default).
       #
