@@ -554,11 +554,18 @@ static void fence_log_add(struct shard_ctl *ctl, uint32_t bucket)
  * that began before it (it sees the word changed and misses); one that validated before the
  * bit was set may still return it.
  */
+#ifdef STRATA_TEST_HOOKS
+int strata_test_fence_dies_after_bit; /* nonzero: bucket_fence stops after the bit, as if killed */
+#endif
+
 static int bucket_fence(strata_table *t, const keyref *k)
 {
     struct shard_ctl *ctl = ctl_of(t, k->shard);
     uint64_t bit = fence_bit(k->tag);
     uint64_t old = __atomic_fetch_or(&bucket_of(t, k->shard, k->bucket)->word, bit, __ATOMIC_SEQ_CST);
+#ifdef STRATA_TEST_HOOKS
+    if (strata_test_fence_dies_after_bit) return (old & bit) != 0;
+#endif
     fence_log_add(ctl, k->bucket);
     __atomic_fetch_add(&ctl->fenced, 1u, __ATOMIC_SEQ_CST);
     return (old & bit) != 0;
@@ -1185,6 +1192,10 @@ strata_status strata_write(strata_table *t, strata_write_req *r, int wait)
         return !was_fenced && key_live_unlocked(t, &k, r->key, r->key_len) ? STRATA_OK : STRATA_NOT_FOUND;
     }
     if (st != STRATA_OK) return st;
+    /* A fence bit no count covers (its writer died between the bit and the count, or the file
+     * was damaged) would hide the bucket's keys for good: the bucket written clears it, dropping
+     * what it covers. One load when the bucket has none. */
+    bucket_unfence(bucket_of(t, k.shard, k.bucket));
 #ifdef STRATA_TEST_HOOKS
     if (strata_test_after_shard_check) strata_test_after_shard_check(t, k.shard);
 #endif

@@ -113,7 +113,10 @@
  *     death:  a writer that dies inside the window leaves seq odd; readers of that bucket miss
  *             until the next writer of the shard drops it, which leaves every seq even and
  *             every fence clear. A fence outlives its writer by design: it is cleared only by
- *             a lock holder that dropped what it covered.
+ *             a lock holder that dropped what it covered. A writer that dies between its
+ *             fence bit and its count (or damage) leaves a bit no count covers: every write
+ *             clears the fence bits of the bucket it writes to, so that bit goes with the
+ *             next write there (a fill after the miss, at the latest).
  *   segment and items
  *     guard:  the shard mutex. Bytes a slot points to are never changed while it points there,
  *             except inside that slot's bucket's odd-seq window (compaction moving an item).
