@@ -5,12 +5,6 @@ require_relative "test_helper"
 # A bug changed by any path is served fresh by both workers on their next request: its entry
 # and the collection page it is on.
 class FreshnessTest < DemoHTTP::Test
-  # How long a raw SQL change may take to reach the workers: the host's poller reads the
-  # triggers' log rows within poll_interval (0.05 s; at once on PostgreSQL's NOTIFY; SQLite's
-  # raw tag rows take one more round to become log rows), or within its lease (1 s) when the
-  # poller's process changes; this is that with room for a loaded machine.
-  RAW_SQL_BOUND = 5
-
   def test_a_bug_updated_through_the_api
     assert_fresh_after_change(231, "Updated through the API") do |title|
       response = server.request(:patch, "/bugs/231", body: {bug: {title: title}})

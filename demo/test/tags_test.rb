@@ -25,4 +25,18 @@ class TagsTest < DemoHTTP::Test
       assert_equal "0", response["X-Cache-Misses"]
     end
   end
+
+  # A tag added by a raw INSERT (not through BugTag): the triggers, generated from BugTag's
+  # strata_cascade, change the bug's tags too, so both workers serve the bug with it.
+  def test_a_tag_inserted_by_raw_sql_changes_the_bugs_entry
+    bug = 6
+    on_each_worker { server.get("/bugs/#{bug}") }.each { |response| refute_includes json(response)["tags"], "raw-tag" }
+
+    placeholders = server.postgres? ? "$1, $2, $3, $3" : "?, ?, ?, ?"
+    now = Time.now.utc.strftime("%Y-%m-%d %H:%M:%S")
+    server.execute_sql("INSERT INTO bug_tags (bug_id, name, created_at, updated_at) VALUES (#{placeholders})", bug, "raw-tag", *(server.postgres? ? [now] : [now, now]))
+
+    seen = wait_until(RAW_SQL_BOUND) { on_each_worker { server.get("/bugs/#{bug}") }.all? { |response| json(response)["tags"].include?("raw-tag") } }
+    assert seen, "a raw INSERT into bug_tags did not reach the bug within #{RAW_SQL_BOUND} s"
+  end
 end

@@ -38,6 +38,12 @@ module DemoHTTP
   class Test < Minitest::Test
     include Strata::Waiting
 
+    # How long a raw SQL change may take to reach the workers: the host's poller reads the
+    # triggers' log rows within poll_interval (0.05 s; at once on PostgreSQL's NOTIFY; SQLite's
+    # raw tag rows take one more round to become log rows), or within its lease (1 s) when the
+    # poller's process changes; this is that with room for a loaded machine.
+    RAW_SQL_BOUND = 5
+
     private
 
     def server

@@ -29,8 +29,8 @@ module TriggerMigrationCase
   end
 
   # Runs the migration for tables (rendered from the template) up or down on Record's database.
-  def migrate(tables, direction = :up, strata_table: @strata)
-    migration = Strata::TestSupport::TriggersMigration.triggers_migration(tables, table_name: strata_table)
+  def migrate(tables, direction = :up, strata_table: @strata, cascades: {})
+    migration = Strata::TestSupport::TriggersMigration.triggers_migration(tables, table_name: strata_table, cascades: cascades)
     self.class::Record.connection_pool.with_connection { |c| migration.new.exec_migration(c, direction) }
   end
 
@@ -77,6 +77,70 @@ module TriggerMigrationCase
 
   def assert_versions_are_62_bit
     versions.each_value { |version| assert_operator version, :<, 1 << 62 }
+  end
+
+  # A child (bug_tags), its parent (bugs) and grandparent (projects), a loop (a bug points to
+  # its parent bug, which points back) and a polymorphic parent (notes), as strata_cascade
+  # declares them: the name of each table in this test is t(name).
+  def create_cascade_tables
+    columns = {
+      "projects" => "id BIGINT PRIMARY KEY, title VARCHAR(50)",
+      "bugs" => "id BIGINT PRIMARY KEY, project_id BIGINT, parent_id BIGINT",
+      "bug_tags" => "id BIGINT PRIMARY KEY, bug_id BIGINT, name VARCHAR(50)",
+      "notes" => "id BIGINT PRIMARY KEY, notable_type VARCHAR(50), notable_id BIGINT"
+    }
+    with_connection do |c|
+      columns.each { |table, sql| c.execute("CREATE TABLE #{c.quote_table_name(t(table))} (#{sql})") }
+      c.execute("INSERT INTO #{c.quote_table_name(t("projects"))} VALUES (1, 'p')")
+      c.execute("INSERT INTO #{c.quote_table_name(t("bugs"))} VALUES (42, 1, 43), (43, 1, 42), (44, NULL, NULL)")
+      c.execute("INSERT INTO #{c.quote_table_name(t("bug_tags"))} VALUES (5, 43, 'crash')")
+    end
+    {
+      t("bug_tags") => {"primary_key" => "id", "parents" => [{"column" => "bug_id", "table" => t("bugs")}]},
+      t("bugs") => {"primary_key" => "id", "parents" => [{"column" => "project_id", "table" => t("projects")}, {"column" => "parent_id", "table" => t("bugs")}]},
+      t("notes") => {"primary_key" => "id", "parents" => [
+        {"column" => "notable_id", "type_column" => "notable_type", "tables" => {"Bug" => t("bugs"), "Project" => t("projects")}}
+      ]}
+    }
+  end
+
+  def t(table)
+    "cascade_#{table}"
+  end
+
+  # tags with each table name made this test's.
+  def tags_of(*tags)
+    tags.uniq.map { |tag| tag.sub(/\A[a-z_]+/) { |table| t(table) } }
+  end
+
+  def test_p12_a_raw_change_of_a_cascading_row_changes_its_parents_transitively
+    cascades = create_cascade_tables
+    migrate([t("bug_tags"), t("notes"), t("bugs")], cascades: cascades)
+    bug_tags = quoted("bug_tags")
+    notes = quoted("notes")
+    family = %w[bugs/42 bugs/43 bugs projects/1 projects]
+
+    assert_changed(tags_of("bug_tags/5", "bug_tags", *family), changes_of("UPDATE #{bug_tags} SET name = 'hang' WHERE id = 5"),
+      "the tag's bug, its project, and the bug it points to, which points back")
+    assert_changed(tags_of("bug_tags/5", "bug_tags", *family, "bugs/44"), changes_of("UPDATE #{bug_tags} SET bug_id = 44 WHERE id = 5"),
+      "a moved tag: its bug before and after")
+    assert_changed(tags_of("bug_tags/6", "bug_tags"), changes_of("INSERT INTO #{bug_tags} VALUES (6, NULL, 'orphan')"), "no parent")
+    assert_changed(tags_of("bugs/44", "bugs", "projects/1", "projects"), changes_of("UPDATE #{quoted("bugs")} SET project_id = 1 WHERE id = 44"),
+      "a parent with cascades of its own")
+    assert_changed(tags_of("notes/9", "notes", "projects/1", "projects"), changes_of("INSERT INTO #{notes} VALUES (9, 'Project', 1)"),
+      "polymorphic")
+    assert_changed(tags_of("notes/9", "notes", "projects/1", "projects", *family), changes_of("UPDATE #{notes} SET notable_type = 'Bug', notable_id = 42 WHERE id = 9"),
+      "polymorphic, moved to another type")
+    assert_changed(tags_of("notes/9", "notes", *family), changes_of("UPDATE #{notes} SET notable_type = 'Unknown' WHERE id = 9"),
+      "to a type no model has")
+    assert_changed(tags_of("notes/9", "notes"), changes_of("DELETE FROM #{notes} WHERE id = 9"), "a type no model has")
+    assert_changed(tags_of("bug_tags/5", "bug_tags", "bugs/44", "bugs", "projects/1", "projects"), changes_of("DELETE FROM #{bug_tags} WHERE id = 5"),
+      "a delete")
+    assert_versions_are_62_bit
+  end
+
+  def quoted(table)
+    with_connection { |c| c.quote_table_name(t(table)) }
   end
 end
 
@@ -202,7 +266,7 @@ class TriggersGeneratorMariaDBTest < Minitest::Test
   # Tables of the test's own in the shared database.
   def setup
     super
-    suffix = SecureRandom.hex(4)
+    suffix = @suffix = SecureRandom.hex(4)
     @strata = "strata_trg_#{suffix}"
     @bugs = "bugs_#{suffix}"
     @utf8 = "バグ_#{suffix}"
@@ -219,11 +283,15 @@ class TriggersGeneratorMariaDBTest < Minitest::Test
 
   def teardown
     with_connection do |c|
-      [@bugs, @utf8].each { |table| c.execute("DROP TABLE IF EXISTS #{c.quote_table_name(table)}") }
+      [@bugs, @utf8, *%w[projects bugs bug_tags notes].map { |table| t(table) }].each { |table| c.execute("DROP TABLE IF EXISTS #{c.quote_table_name(table)}") }
       Strata::TestSupport::InvalidationTables.drop(c, @strata)
     end
     Record.remove_connection
     super
+  end
+
+  def t(table)
+    "cascade_#{table}_#{@suffix}"
   end
 
   def plain_connection
@@ -346,6 +414,18 @@ class TriggersGeneratorSQLiteTest < Minitest::Test
     assert_changed(%w[バグ/1 バグ], changes_of("UPDATE \"バグ\" SET title = 'y' WHERE id = 1"))
   end
 
+  # A model's after_commit bump of a tag its row's trigger wrote as text comes after the
+  # conversion: the version it sets is the one that stays.
+  def test_a_version_set_through_the_tier_converts_the_raw_tags_before_it
+    migrate(%w[bugs])
+    sqlite3("UPDATE bugs SET title = 'y' WHERE id = 42")
+    key = format(Strata::Dependencies::KEY_FORMAT, id("bugs/42"))
+    assert @tier.set(key, [7].pack("Q<"))
+    assert_empty raw_tags, "converted first"
+    assert_equal 7, versions[id("bugs/42")], "the version set last stays"
+    assert_includes versions.keys, id("bugs"), "the other raw tags converted too"
+  end
+
   def test_a_rollback_appends_nothing
     migrate(%w[bugs])
     sqlite3("BEGIN; UPDATE bugs SET title = 'y' WHERE id = 42; ROLLBACK;")
@@ -386,6 +466,40 @@ class TriggersGeneratorTest < Minitest::Test
 
       refute system(RbConfig.ruby, "-I#{ROOT}/lib", "-e", script.sub('"bug_tags"', '"bug;tags"'), dir, err: File::NULL),
         "a name that is not an identifier is refused"
+    end
+  end
+
+  # The app's strata_cascade declarations go into the migration: those reachable from the tables
+  # named (the child's parent and its parent; any model may be a polymorphic parent).
+  def test_the_generator_writes_the_models_cascades
+    Strata::TestSupport.with_tmpdir do |dir|
+      script = <<~RUBY
+        require "active_record"
+        require "strata/model"
+        require "generators/strata/triggers/triggers_generator"
+        ActiveRecord::Base.establish_connection(adapter: "sqlite3", database: ":memory:")
+        %w[projects bugs bug_tags notes others].each do |table|
+          ActiveRecord::Base.connection.execute("CREATE TABLE \#{table} (id INTEGER PRIMARY KEY, project_id INTEGER, bug_id INTEGER, notable_type TEXT, notable_id INTEGER)")
+        end
+        class Project < ActiveRecord::Base; include Strata::Model; end
+        class Bug < ActiveRecord::Base; include Strata::Model; belongs_to :project; strata_cascade :project; end
+        class BugTag < ActiveRecord::Base; include Strata::Model; belongs_to :bug; strata_cascade :bug; end
+        class Note < ActiveRecord::Base; include Strata::Model; belongs_to :notable, polymorphic: true; strata_cascade :notable; end
+        class Other < ActiveRecord::Base; include Strata::Model; belongs_to :bug; strata_cascade :bug; end
+        Strata::Generators::TriggersGenerator.start(["bug_tags", "notes", "--quiet"], destination_root: ARGV[0])
+      RUBY
+      assert system(RbConfig.ruby, "-I#{ROOT}/lib", "-e", script, dir), "the generator ran"
+      source = File.read(Dir[File.join(dir, "db/migrate/*_add_strata_triggers_to_bug_tags_notes.rb")].first)
+      namespace = Module.new
+      namespace.module_eval(source)
+      models = {"Bug" => "bugs", "BugTag" => "bug_tags", "Note" => "notes", "Other" => "others", "Project" => "projects"}
+      expected = {
+        "bug_tags" => {"primary_key" => "id", "parents" => [{"column" => "bug_id", "table" => "bugs"}]},
+        "bugs" => {"primary_key" => "id", "parents" => [{"column" => "project_id", "table" => "projects"}]},
+        "notes" => {"primary_key" => "id", "parents" => [{"column" => "notable_id", "type_column" => "notable_type", "tables" => models}]},
+        "others" => {"primary_key" => "id", "parents" => [{"column" => "bug_id", "table" => "bugs"}]} # a note's parent may be an Other
+      }
+      assert_equal expected, namespace::AddStrataTriggersToBugTagsNotes::CASCADES
     end
   end
 end

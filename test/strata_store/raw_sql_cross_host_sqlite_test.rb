@@ -17,6 +17,8 @@ class StrataStoreRawSqlCrossHostSQLiteTest < Strata::StoreCase
   # Seconds a host may take to see the change; seconds the child may take in all.
   BOUND = 10
   DEADLINE = 30
+  # BugTag's strata_cascade :bug, as the generator writes it.
+  CASCADES = {"bug_tags" => {"primary_key" => "id", "parents" => [{"column" => "bug_id", "table" => "bugs"}]}}.freeze
 
   class Record < ActiveRecord::Base
     self.abstract_class = true
@@ -29,7 +31,8 @@ class StrataStoreRawSqlCrossHostSQLiteTest < Strata::StoreCase
     Record.connection_pool.with_connection do |c|
       c.execute("CREATE TABLE bugs (id INTEGER PRIMARY KEY, title TEXT)")
       c.execute("INSERT INTO bugs VALUES (42, 'crash'), (7, 'hang')")
-      Strata::TestSupport::TriggersMigration.migrate_triggers(c, %w[bugs])
+      c.execute("CREATE TABLE bug_tags (id INTEGER PRIMARY KEY, bug_id INTEGER, name TEXT)")
+      Strata::TestSupport::TriggersMigration.migrate_triggers(c, %w[bugs bug_tags], cascades: CASCADES)
     end
   end
 
@@ -69,6 +72,18 @@ class StrataStoreRawSqlCrossHostSQLiteTest < Strata::StoreCase
     assert status&.success?, "the record's entry misses on host A: #{status.inspect}"
   ensure
     [ready_r, ready_w, go_r, go_w].each { |io| io&.close unless io&.closed? }
+  end
+
+  # Finding 12 on SQLite: a raw change of a child row whose model declares strata_cascade :bug
+  # reaches its bug's entries, and not another bug's.
+  def test_p12_a_raw_insert_of_a_cascading_row_reaches_its_parents_entries
+    b = polling_host("b")
+    b.fetch("bug/42", tags: ["bugs/42"]) { "crash, no tags" }
+    b.fetch("bug/7", tags: ["bugs/7"]) { "hang" }
+
+    assert system("sqlite3", "-bail", @path, "INSERT INTO bug_tags VALUES (1, 42, 'ui')", out: File::NULL)
+    assert wait_until(BOUND) { b.read("bug/42").nil? }, "the parent's entry misses"
+    assert_equal "hang", b.read("bug/7"), "another bug's stays"
   end
 
   private

@@ -13,6 +13,8 @@ require "support/postgres_cluster"
 # schema of the test's own on the shared server.
 class StrataStoreRawSqlCrossHostTest < Strata::StoreCase
   BOUND = 10
+  # BugTag's strata_cascade :bug, as the generator writes it.
+  CASCADES = {"bug_tags" => {"primary_key" => "id", "parents" => [{"column" => "bug_id", "table" => "bugs"}]}}.freeze
 
   class Record < ActiveRecord::Base
     self.abstract_class = true
@@ -28,7 +30,8 @@ class StrataStoreRawSqlCrossHostTest < Strata::StoreCase
     Record.connection_pool.with_connection do |c|
       c.execute("CREATE TABLE bugs (id bigint PRIMARY KEY, title text)")
       c.execute("INSERT INTO bugs VALUES (42, 'crash')")
-      Strata::TestSupport::TriggersMigration.migrate_triggers(c, %w[bugs])
+      c.execute("CREATE TABLE bug_tags (id bigint PRIMARY KEY, bug_id bigint, name text)")
+      Strata::TestSupport::TriggersMigration.migrate_triggers(c, %w[bugs bug_tags], cascades: CASCADES)
     end
   end
 
@@ -50,6 +53,23 @@ class StrataStoreRawSqlCrossHostTest < Strata::StoreCase
     connection.exec("UPDATE #{@schema}.bugs SET title = 'crash on start' WHERE id = 42")
     assert wait_until(BOUND) { cache.read("bug/42").nil? }, "the record's entry"
     assert_nil cache.read("bugs"), "and the collection's"
+  ensure
+    connection&.close
+  end
+
+  # Finding 12: a raw change of a child row whose model declares strata_cascade :bug reaches
+  # the entries of its bug, as the model's change would.
+  def test_p12_a_raw_insert_of_a_cascading_row_reaches_its_parents_entries
+    cache = build_store(sql: {connection_class: Record}, coherence_interval: 60)
+    poller = cache.instance_variable_get(:@poller)
+    assert wait_until(BOUND) { (poller.last_seen || Strata::Poller::FRESH) > Strata::Poller::FRESH }
+    cache.fetch("bug/42", tags: ["bugs/42"]) { "crash, no tags" }
+    cache.fetch("bugs", tags: ["bugs"]) { "1 bug" }
+
+    connection = PG.connect(Strata::TestSupport::PostgresCluster.url)
+    connection.exec("INSERT INTO #{@schema}.bug_tags VALUES (1, 42, 'ui')")
+    assert wait_until(BOUND) { cache.read("bug/42").nil? }, "the parent's entry"
+    assert_nil cache.read("bugs"), "and its collection's"
   ensure
     connection&.close
   end

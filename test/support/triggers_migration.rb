@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "erb"
+require "generators/strata/triggers/cascades"
 
 module Strata
   module TestSupport
@@ -10,17 +11,22 @@ module Strata
       TEMPLATE = File.expand_path("../../lib/generators/strata/triggers/templates/add_strata_triggers.rb.tt", __dir__)
 
       # What the template sees of the generator.
-      Context = Struct.new(:migration_class_name, :tables, :primary_key, :table_name) do
+      Context = Struct.new(:migration_class_name, :tables, :primary_key, :table_name, :cascades) do
         def render(template)
           ERB.new(template, trim_mode: "-").result(binding)
+        end
+
+        def cascades_source
+          Strata::Generators::Cascades.source(cascades)
         end
       end
 
       module_function
 
-      # The migration class for tables (table_name: the SQL tier's entries table).
-      def triggers_migration(tables, table_name: "strata_entries", primary_key: "id")
-        source = Context.new("AddStrataTriggers", tables, primary_key, table_name).render(File.read(TEMPLATE))
+      # The migration class for tables (table_name: the SQL tier's entries table; cascades: its
+      # CASCADES, as Strata::Generators::Cascades.of_models makes them).
+      def triggers_migration(tables, table_name: "strata_entries", primary_key: "id", cascades: {})
+        source = Context.new("AddStrataTriggers", tables, primary_key, table_name, cascades).render(File.read(TEMPLATE))
         namespace = Module.new
         namespace.module_eval(source, "migration.rb")
         namespace::AddStrataTriggers

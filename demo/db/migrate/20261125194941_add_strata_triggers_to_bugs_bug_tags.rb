@@ -14,12 +14,22 @@
 # SQLite has no SHA-256 in SQL: its three row triggers per table append the tags as text to
 # strata_entries_raw_tags (made here), and each host's poller turns them into versions and log
 # rows (Strata::Tiers::SQL::RawTags). They are written with the change, so a rollback leaves none.
+#
+# CASCADES are the models' strata_cascade declarations when this was generated: a changed row of
+# such a table also changes the rows its foreign keys point to (before and after, on a key
+# change), and theirs, transitively, each row once (a recursive query, read as the row changes;
+# on PostgreSQL at the commit). Regenerate after changing a strata_cascade.
 class AddStrataTriggersToBugsBugTags < ActiveRecord::Migration[7.2]
   TABLES = ["bugs", "bug_tags"].freeze
   PRIMARY_KEY = "id"
   STRATA_TABLE = "strata_entries"
   RAW_TAGS = "#{STRATA_TABLE}_raw_tags"
   MASK = (1 << 62) - 1
+  # table => {"primary_key" => column, "parents" => [{"column" => foreign key, "table" => parent
+  # table}, or for a polymorphic belongs_to {"column", "type_column", "tables" => {type => table}}]}
+  CASCADES = {
+    "bug_tags" => {"primary_key" => "id", "parents" => [{"column" => "bug_id", "table" => "bugs"}]}
+  }.freeze
 
   def up
     case database
@@ -95,14 +105,21 @@ class AddStrataTriggersToBugsBugTags < ActiveRecord::Migration[7.2]
       DECLARE
         prefix text := TG_ARGV[0];
         keys text[] := ARRAY[]::text[];
+        old_row jsonb;
+        new_row jsonb;
+        parents text[] := ARRAY[]::text[];
         now_ms bigint := floor(extract(epoch FROM clock_timestamp()) * 1000);
         id bigint;
       BEGIN
-        IF TG_OP IN ('UPDATE', 'DELETE') THEN keys := keys || (to_jsonb(OLD) ->> TG_ARGV[1]); END IF;
-        IF TG_OP IN ('UPDATE', 'INSERT') THEN keys := keys || (to_jsonb(NEW) ->> TG_ARGV[1]); END IF;
+        IF TG_OP IN ('UPDATE', 'DELETE') THEN old_row := to_jsonb(OLD); keys := keys || (old_row ->> TG_ARGV[1]); END IF;
+        IF TG_OP IN ('UPDATE', 'INSERT') THEN new_row := to_jsonb(NEW); keys := keys || (new_row ->> TG_ARGV[1]); END IF;
+        -- TG_ARGV[2], when given: the query of the cascades' tags, given the old and new row.
+        IF TG_NARGS > 2 AND TG_OP <> 'TRUNCATE' THEN
+          EXECUTE 'SELECT ARRAY(' || TG_ARGV[2] || ')' INTO parents USING old_row, new_row;
+        END IF;
         FOR id IN
           SELECT DISTINCT #{qualified("#{STRATA_TABLE}_tag_id")}(tag) AS tag_id
-          FROM unnest(array_append(ARRAY(SELECT prefix || '/' || key FROM unnest(keys) AS key WHERE key IS NOT NULL), prefix)) AS tag
+          FROM unnest(array_append(ARRAY(SELECT prefix || '/' || key FROM unnest(keys) AS key WHERE key IS NOT NULL), prefix) || parents) AS tag
           ORDER BY tag_id
         LOOP
           INSERT INTO #{qualified("#{STRATA_TABLE}_versions")} (tag_id, version)
@@ -118,6 +135,8 @@ class AddStrataTriggersToBugsBugTags < ActiveRecord::Migration[7.2]
 
   def postgres_triggers(table)
     arguments = "#{connection.quote(table)}, #{connection.quote(PRIMARY_KEY)}"
+    cascade = cascade_tags(table, ->(column) { "($1 ->> #{connection.quote(column)})" }, ->(column) { "($2 ->> #{connection.quote(column)})" })
+    arguments += ", #{connection.quote(cascade)}" if cascade
     [
       "DROP TRIGGER IF EXISTS #{q(STRATA_TABLE)} ON #{q(table)}",
       "CREATE CONSTRAINT TRIGGER #{q(STRATA_TABLE)} AFTER INSERT OR UPDATE OR DELETE ON #{q(table)} " \
@@ -138,6 +157,9 @@ class AddStrataTriggersToBugsBugTags < ActiveRecord::Migration[7.2]
       tags = keys.map { |key| "CONCAT(#{connection.quote("#{table}/")}, #{key})" }
       tags << connection.quote(table)
       bumps = tags.each_with_index.map { |tag, index| mysql_bump(tag, (index == 1 && keys.size == 2) ? "#{keys[0]} <> #{keys[1]}" : nil) }
+      if (cascade = cascade_tags(table, *row_columns(event)))
+        bumps << mysql_bump_all(cascade)
+      end
       [
         "DROP TRIGGER IF EXISTS #{q(row_trigger(table, event))}",
         "CREATE TRIGGER #{q(row_trigger(table, event))} AFTER #{event.upcase} ON #{q(table)} FOR EACH ROW BEGIN\n" \
@@ -148,7 +170,7 @@ class AddStrataTriggersToBugsBugTags < ActiveRecord::Migration[7.2]
 
   # Bumps the tag (an SQL expression) unless condition (SQL) is false.
   def mysql_bump(tag, condition)
-    id = "(CAST(CONV(HEX(REVERSE(UNHEX(LEFT(SHA2(CONVERT(#{tag} USING utf8mb4), 256), 16)))), 16, 10) AS UNSIGNED) & #{MASK})"
+    id = mysql_tag_id(tag)
     statements = "INSERT INTO #{q("#{STRATA_TABLE}_versions")} (tag_id, version) " \
       "VALUES (#{id}, CAST(CONV(HEX(RANDOM_BYTES(8)), 16, 10) AS UNSIGNED) & #{MASK}) " \
       "ON DUPLICATE KEY UPDATE version = VALUES(version);\n" \
@@ -156,9 +178,97 @@ class AddStrataTriggersToBugsBugTags < ActiveRecord::Migration[7.2]
     condition ? "IF #{condition} THEN\n#{statements}\nEND IF;" : statements
   end
 
+  # Bumps every tag the query (SELECT tag ...) gives.
+  def mysql_bump_all(query)
+    id = mysql_tag_id("cascaded.tag")
+    "INSERT INTO #{q("#{STRATA_TABLE}_versions")} (tag_id, version) " \
+      "SELECT #{id}, CAST(CONV(HEX(RANDOM_BYTES(8)), 16, 10) AS UNSIGNED) & #{MASK} FROM (#{query}) AS cascaded " \
+      "ON DUPLICATE KEY UPDATE version = VALUES(version);\n" \
+      "INSERT INTO #{q("#{STRATA_TABLE}_log")} (created_at, tag_id) SELECT now_ms, #{id} FROM (#{query}) AS cascaded;"
+  end
+
+  def mysql_tag_id(tag)
+    "(CAST(CONV(HEX(REVERSE(UNHEX(LEFT(SHA2(CONVERT(#{tag} USING utf8mb4), 256), 16)))), 16, 10) AS UNSIGNED) & #{MASK})"
+  end
+
+  # [old, new]: a column of the row before and after a row trigger's event (MySQL, SQLite), nil
+  # where the event has no such row.
+  def row_columns(event)
+    [("OLD" unless event == "insert"), ("NEW" unless event == "delete")].map do |row|
+      row && ->(column) { "#{row}.#{q(column)}" }
+    end
+  end
+
   # The name of table's trigger on event (MySQL, SQLite).
   def row_trigger(table, event)
     "#{table}_#{STRATA_TABLE}_#{event}"[0, 64]
+  end
+
+  # The query (SELECT tag ...) of the tags of every row a change of a table's row reaches
+  # through CASCADES, or nil when the table has none. old, new: a column's value in the row
+  # before and after the change (SQL, given the column name), nil when there is no such row.
+  # walk(tbl, k) starts at the rows the changed one points to and follows each reached table's
+  # cascades; UNION keeps each row once, so loops end. A row's tags: its record tag (table,
+  # slash, key) and its table's collection tag.
+  def cascade_tags(table, old, new)
+    return nil unless (own = CASCADES[table])
+
+    starts = [old, new].compact.flat_map { |row| own["parents"].map { |parent| "SELECT #{parent_of(parent, row)}" } }
+    steps = CASCADES.flat_map { |from, cascade| cascade["parents"].map { |parent| step(from, cascade["primary_key"], parent) } }
+    walk = if database == :postgres
+      # PostgreSQL's recursive part names walk once: the steps go in one LATERAL union.
+      "#{starts.join(" UNION ")} UNION SELECT reached.tbl, reached.k FROM walk CROSS JOIN LATERAL (#{steps.join(" UNION ALL ")}) AS reached"
+    else
+      (starts + steps).join(" UNION ")
+    end
+    record_tag = (database == :mysql) ? "CONCAT(tbl, '/', k)" : "tbl || '/' || k"
+    "WITH RECURSIVE walk (tbl, k) AS (#{walk}) " \
+      "SELECT #{record_tag} AS tag FROM walk WHERE tbl IS NOT NULL AND k IS NOT NULL " \
+      "UNION SELECT tbl FROM walk WHERE tbl IS NOT NULL AND k IS NOT NULL"
+  end
+
+  # "tbl, k" of the row parent (a CASCADES entry) points to from a row: value gives a column.
+  def parent_of(parent, value)
+    tbl = if parent["type_column"]
+      arms = parent["tables"].map { |type, parent_table| "WHEN #{connection.quote(type)} THEN #{connection.quote(parent_table)}" }
+      "CASE #{value.call(parent["type_column"])} #{arms.join(" ")} END"
+    else
+      connection.quote(parent["table"])
+    end
+    case database
+    when :postgres then "(#{tbl})::text AS tbl, (#{value.call(parent["column"])})::text AS k"
+    when :mysql then "CAST(#{tbl} AS CHAR(64)) AS tbl, CAST(#{value.call(parent["column"])} AS CHAR(255)) AS k"
+    else "#{tbl} AS tbl, #{value.call(parent["column"])} AS k"
+    end
+  end
+
+  # One step of the walk: from a reached row of table from (keyed by primary_key) to the row its
+  # parent points to.
+  def step(from, primary_key, parent)
+    reached = parent_of(parent, ->(column) { "step_row.#{q(column)}" })
+    key = "step_row.#{q(primary_key)} = #{walk_key(from, primary_key)}"
+    if database == :postgres
+      "SELECT #{reached} FROM #{qualified(from)} AS step_row WHERE walk.tbl = #{connection.quote(from)} AND #{key}"
+    else
+      "SELECT #{reached} FROM walk JOIN #{q(from)} AS step_row ON #{key} WHERE walk.tbl = #{connection.quote(from)}"
+    end
+  end
+
+  # walk.k (text) as the type of from's primary key, so the lookup uses its index.
+  def walk_key(from, primary_key)
+    column = connection.columns(from).find { |candidate| candidate.name == primary_key }
+    raise ArgumentError, "strata:triggers: #{from} has no column #{primary_key}" unless column
+
+    case database
+    when :postgres then "walk.k::#{column.sql_type}"
+    when :mysql
+      if column.type == :integer
+        "CAST(walk.k AS #{column.sql_type.include?("unsigned") ? "UNSIGNED" : "SIGNED"})"
+      else
+        "CONVERT(walk.k USING #{column.collation.split("_").first}) COLLATE #{column.collation}"
+      end
+    else "walk.k"
+    end
   end
 
   # The raw tags' table: the tier reads and deletes its rows in id order (Strata::Tiers::SQL::RawTags).
@@ -175,6 +285,9 @@ class AddStrataTriggersToBugsBugTags < ActiveRecord::Migration[7.2]
       keys << "OLD.#{q(PRIMARY_KEY)}" unless event == "insert"
       keys << "NEW.#{q(PRIMARY_KEY)}" unless event == "delete"
       tags = keys.map { |key| "SELECT #{connection.quote("#{table}/")} || #{key} AS tag" } << "SELECT #{connection.quote(table)}"
+      if (cascade = cascade_tags(table, *row_columns(event)))
+        tags << "SELECT tag FROM (#{cascade})"
+      end
       [
         "DROP TRIGGER IF EXISTS #{q(row_trigger(table, event))}",
         "CREATE TRIGGER #{q(row_trigger(table, event))} AFTER #{event.upcase} ON #{q(table)} FOR EACH ROW BEGIN\n" \

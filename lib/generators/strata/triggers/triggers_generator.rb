@@ -3,6 +3,7 @@
 require "active_record"
 require "rails/generators"
 require "rails/generators/active_record/migration"
+require "generators/strata/triggers/cascades"
 
 module Strata
   module Generators
@@ -15,7 +16,9 @@ module Strata
     # a commit (docs/coherence.md, "Raw SQL"). On SQLite the triggers write the tags as text to
     # <table-name>_raw_tags, which the hosts' pollers turn into versions and log rows. --table-name is the SQL tier's table (its _versions and _log
     # tables must exist in the same database); --primary-key the column the record tags are made
-    # of, the same for every table named.
+    # of, the same for every table named. The app's models are loaded: their strata_cascade
+    # declarations go into the migration (Cascades), so a raw change of a child row changes its
+    # parents as a model's change does.
     class TriggersGenerator < Rails::Generators::Base
       include ActiveRecord::Generators::Migration
 
@@ -57,6 +60,16 @@ module Strata
 
       def table_name
         options[:table_name]
+      end
+
+      def cascades_source
+        Cascades.source(Cascades.of_models(tables, app_models))
+      end
+
+      # The app's Active Record models, all loaded (outside an app: those loaded already).
+      def app_models
+        ::Rails.application.eager_load! if defined?(::Rails.application) && ::Rails.application
+        defined?(Strata::Model) ? ActiveRecord::Base.descendants : []
       end
     end
   end
