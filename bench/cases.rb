@@ -23,7 +23,7 @@ module Strata
       end
     end
 
-    # The matrix (DESIGN section 9): Viscacha's cases plus ours. Order is the table's row order.
+    # The matrix (docs/benchmarks.md): Viscacha's cases plus ours. Order is the table's row order.
     module Cases
       SMALL = 30
       LARGE = 25 * 1024

@@ -78,7 +78,7 @@ module Strata
       def parse
         options = {quick: false, full: false, reports: true, stores: nil, cases: Cases.names}
         parser = OptionParser.new do |o|
-          o.banner = "Usage: bin/bench [options]\nRuns every case on the stores a Rails app chooses between, with benchmark-ips (DESIGN section 9)."
+          o.banner = "Usage: bin/bench [options]\nRuns every case on the stores a Rails app chooses between, with benchmark-ips."
           o.on("--quick", "short warmup and measurement (CI smoke test; nothing is asserted)") { options[:quick] = true }
           o.on("--full", "every store, longer cells, and the research reports (client CPU, miss cost)") do
             options[:full] = true

@@ -93,8 +93,8 @@ module Strata
         "memcached #{server} unreachable (#{e.class}: #{e.message})"
       end
 
-      # A real L1 table lives on tmpfs (DESIGN section 5); a disk-backed /tmp would add writeback
-      # cost that production does not pay. STRATA_BENCH_DIR overrides.
+      # A real L1 table lives on tmpfs ($XDG_RUNTIME_DIR or /dev/shm by default); a disk-backed /tmp
+      # would add writeback cost that production does not pay. STRATA_BENCH_DIR overrides.
       def scratch_base
         return ENV["STRATA_BENCH_DIR"] if ENV["STRATA_BENCH_DIR"]
 

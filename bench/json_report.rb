@@ -4,8 +4,8 @@ require "json"
 
 module Strata
   module Bench
-    # Writes the run as JSON (DESIGN section 9). "results" has exactly the documented keys, one
-    # object per measured cell; the other sections hold what did not fit that shape.
+    # Writes the run as JSON (`bin/bench --json`). "results" holds one object per measured cell, with
+    # exactly store, case, ips and error_pct; the other sections hold what did not fit that shape.
     module JsonReport
       module_function
 

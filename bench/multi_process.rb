@@ -11,7 +11,7 @@ module Strata
   module Bench
     # The hit_30b workload against one strata_l1 table from 1 forked process, then from 2 at once.
     # Each child warms up, waits for a common start, runs for a fixed time counting operations, and
-    # sends "ops seconds" back through a pipe. Readers take no lock (DESIGN section 5), so two
+    # sends "ops seconds" back through a pipe. Readers take no lock (ext/strata/table.h), so two
     # processes should come close to twice the throughput of one, given two idle cores.
     class MultiProcess
       DEFAULTS = {

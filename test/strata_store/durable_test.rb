@@ -306,8 +306,8 @@ class StrataStoreDurableTest < Strata::StoreCase
 
   # Two processes of one host write one key at once, many times; afterwards every tier that
   # holds the key holds what the SQL tier holds. (Processes on different hosts each keep their own
-  # L1; a write elsewhere reaches another host's L1 only through expiry, or the coherence poller
-  # of DESIGN section 8, which is not built yet.)
+  # L1; a write elsewhere reaches another host's L1 only through its poller or through expiry:
+  # docs/coherence.md, "Other hosts".)
   def test_two_processes_writing_one_key_leave_every_tier_agreeing
     rounds = 200
     pids = 2.times.map do |writer|

@@ -7,8 +7,9 @@ require "support/child_processes"
 
 module Strata
   module TestSupport
-    # The crash loop of DESIGN section 5: fork writers that hammer a small key set, kill -9 them at
-    # random points, then check from the parent that nothing hangs and nothing reads wrong.
+    # The L1 table's crash loop (ext/strata/table.h, "crashes"): fork writers that hammer a small key
+    # set, kill -9 them at random points, then check from the parent that nothing hangs and nothing
+    # reads wrong.
     #
     # Values validate themselves: each encodes its key, its writer, a counter and random padding, then a
     # digest of all of that. Any process can check any read without shared state, so a torn or misfiled

@@ -3,7 +3,7 @@
 require "test_helper"
 require "support/child_processes"
 
-# The table file (DESIGN section 5; layout in ext/strata/table.h): a table that fails validation is
+# The table file (layout and caveats in ext/strata/table.h): a table that fails validation is
 # rebuilt, never trusted, and the rebuild is logged; a file that is not a table, or that another
 # user could have read or written (through the file or its directory), is refused and left alone;
 # new files are private.

@@ -4,7 +4,7 @@ require "test_helper"
 require "support/child_processes"
 
 # The preload pattern of Puma and Unicorn: the parent opens the table and writes, then forks workers
-# that keep using the inherited handle (DESIGN section 5: fork-safe, nothing per-process goes stale).
+# that keep using the inherited handle (ext/strata/table.h, "fork": nothing per-process goes stale).
 class SharedMemoryForkTest < Minitest::Test
   include Strata::TestSupport::TrackedChildren
 

@@ -3,7 +3,7 @@
 require "test_helper"
 require "support/child_processes"
 
-# Model-based fuzz of the shared-memory table (DESIGN section 5, "Tests"): random operations run on
+# Model-based fuzz of the shared-memory table (ext/strata/table.h): random operations run on
 # the table and on a Ruby Hash, and every answer is compared. Each test prints its seed; SEED=n
 # replays a run (minitest takes the same variable for its test order).
 class SharedMemoryFuzzTest < Minitest::Test

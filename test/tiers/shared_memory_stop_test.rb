@@ -6,9 +6,10 @@ require "support/child_processes"
 
 # A writer that stops (SIGSTOP) while holding a shard lock, then dies (SIGKILL). Exclusion is never
 # broken: writers on that shard give up after lock_timeout, readers and other shards go on, and only
-# the owner's death frees the lock (DESIGN section 5: robust mutexes, no lock timeout that "repairs").
+# the owner's death frees the lock (robust mutexes: a dead owner's lock is recovered, never timed out).
 # A write that gave up leaves its key reading as a miss, never as the value it failed to replace: the
-# caller goes on to write the other tiers (DESIGN section 8, "no fault may lose a delete").
+# caller goes on to write the other tiers, so no fault loses a delete (docs/architecture.md,
+# "Invariants").
 class SharedMemoryStopTest < Minitest::Test
   include Strata::TestSupport::TrackedChildren
 
