@@ -5,6 +5,7 @@ require "strata/tiers/sql"
 require "minitest/mock"
 require "rbconfig"
 require "support/child_processes"
+require "support/pausing_tier"
 
 # Strata::Poller over an SQLite file with the invalidation log on: one poller per L1 table
 # (elected through it, handed over when its holder dies), what it does when its place in the log
@@ -42,6 +43,25 @@ class PollerTest < Strata::StoreCase
     poller = Strata::Poller.new(l1, sql, stack.dependencies, on_error: ->(error, _) { raise error }, interval: 1,
       listen: false, gap_timeout: 10)
     [stack, poller]
+  end
+
+  # A stack whose SQL tier pauses on request (PausingTier), and its poller, driven by the test:
+  # [l1, the pausing SQL tier, stack, poller].
+  def filling_host
+    l1 = Strata::Tiers::SharedMemory.new(path: File.join(@tmpdir, "filling.l1"), size: TABLE_SIZE)
+    sql = Strata::Tiers::SQL.new(path: sql_path, invalidation_log: true)
+    @stores << l1 << sql
+    slow = Strata::TestSupport::PausingTier.new(sql)
+    stack = Strata::Stack.new({l1: l1, l3: slow})
+    poller = Strata::Poller.new(l1, sql, stack.dependencies, on_error: ->(error, _) { raise error }, interval: 1,
+      listen: false, gap_timeout: 10)
+    [l1, slow, stack, poller]
+  end
+
+  # Whether thread reached its pause (the queue got a push) within 5 s.
+  def reached?(queue, thread)
+    500.times { break if !queue.empty? || thread.join(0.01) } # bound: 5 s
+    !queue.empty?
   end
 
   def gaps(stack)
@@ -179,6 +199,54 @@ class PollerTest < Strata::StoreCase
     poller.round
     assert_equal "v", stack[:l1].get("own")
     assert_nil stack[:l1].get("stale")
+  end
+
+  # A fill on this host that read before another host's delete (issue 34, finding 5): it
+  # writes bottom-up, so its SQL add is refused before any copy of it is in L1. (It used to
+  # add to L1 first and serve the value until the SQL add was refused.)
+  def test_a_fill_that_read_before_another_hosts_delete_is_never_in_l1
+    l1, slow, stack, poller = filling_host
+    other, = driven("other")
+    other.set("k", "old")
+    poller.round
+    fill = stack.read_through("k")
+    assert_equal "old", fill.get, "from SQL, under the host lock"
+    fill = stack.read_through("missing")
+    assert_nil fill.get
+
+    other.set("missing", "newer") # another host's write, after the read
+    reached, release = slow.pause_after(:add_for_fill)
+    setter = Thread.new { fill.set(Strata::Entry.encode("computed before the write", expires_at: 0), ttl: 60) }
+    assert reached?(reached, setter), "the fill reached its SQL add"
+    assert_nil l1.get("missing"), "no copy in L1 while the SQL add is under way"
+    release << true
+    refute setter.value, "refused: a newer value is there"
+    fill.finish
+    assert_nil l1.get("missing")
+    poller.round
+    assert_equal "newer", stack.get("missing")
+  end
+
+  # Another host's delete that lands after the fill's SQL add and before its L1 add: the
+  # poller applies the delete's row by deleting the key here too, held or not, which marks the
+  # fill's lock; the L1 add is refused, and the value the delete removed is not served.
+  def test_a_fill_committed_below_before_another_hosts_delete_adds_nothing_to_l1
+    l1, slow, stack, poller = filling_host
+    other, = driven("other")
+    poller.round
+    fill = stack.read_through("k")
+    assert_nil fill.get, "a miss: this caller computes, holding the host lock"
+
+    reached, release = slow.pause_after(:add_for_fill)
+    setter = Thread.new { fill.set(Strata::Entry.encode("computed before the delete", expires_at: 0), ttl: 60) }
+    assert reached?(reached, setter), "the fill's SQL add is done"
+    other.delete("k") # another host's delete, after the fill's SQL add
+    poller.round
+    release << true
+    setter.join(5)
+    fill.finish
+    assert_nil l1.get("k"), "the L1 add was refused"
+    assert_nil stack.get("k")
   end
 
   def test_a_fresh_l1_is_not_cleared_by_the_first_round

@@ -419,8 +419,10 @@ module Strata
     end
 
     # Deletes L1's copies of keys unless the SQL tier holds the same bytes, after settling the
-    # shared tiers' copies (#settle_shared). host_cleared: L1 was cleared just now. The keys a
-    # shared tier could not settle.
+    # shared tiers' copies (#settle_shared). A key L1 does not hold is deleted all the same: the
+    # delete marks the key's fill lock, so a fill under way on this host, which may have
+    # committed below before the change, adds nothing to L1 (SingleFlight#fill_write).
+    # host_cleared: L1 was cleared just now. The keys a shared tier could not settle.
     def drop_changed(keys, host_cleared = false)
       return NOTHING_LEFT if keys.empty?
 
@@ -429,9 +431,7 @@ module Strata
 
         unsettled = NOTHING_LEFT
         held = @host.get_multi(keys)
-        return unsettled if held.empty?
-
-        current = @sql.peek_multi(held.keys)
+        current = held.empty? ? NOTHING : @sql.peek_multi(held.keys)
       else
         current = @sql.peek_multi(keys)
         # L1 holding SQL's bytes already: this host wrote or read them after the change, and
@@ -444,7 +444,7 @@ module Strata
 
         held = @host.get_multi(keys)
       end
-      held.each { |key, bytes| @host.delete(key) unless current[key] == bytes }
+      keys.each { |key| @host.delete(key) unless held.key?(key) && current[key] == held[key] }
       unsettled
     end
 

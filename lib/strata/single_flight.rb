@@ -19,12 +19,13 @@ module Strata
   #   value is a hit. A won lease makes this caller the filler. A lost lease serves the stale
   #   value if there is one, else waits (polling) for the winner's value; after fill_wait the
   #   caller computes for itself and writes nothing.
-  # - Fill: the computed value is added to the other tiers, top-down, then written to the leased
-  #   tier with its lease's cas, the commit point. A tier with tombstones (SQL) takes it only
-  #   where the key was not deleted since the read (Tier#add_for_fill). A fill refused anywhere
-  #   (a value written since its read, or the key deleted, invalidated or rewritten meanwhile)
-  #   drops the copies just written, so no tier keeps a value built from old data over a newer
-  #   one, nor over a delete.
+  # - Fill: the computed value is written bottom-up: added to the tier with tombstones (SQL),
+  #   which takes it only where the key was not deleted since the read (Tier#add_for_fill),
+  #   written to the leased tier with its lease's cas, then added to the host tier under the
+  #   fill's lock, which a change of the key marks. A fill refused below (a value written since
+  #   its read, or the key deleted, invalidated or rewritten meanwhile) drops the copies just
+  #   written, so no tier keeps a value built from old data over a newer one, nor over a
+  #   delete, and no host serves it first.
   #
   # One per Stack (made when fill_wait > 0), used through the read-throughs it makes
   # (Stack#read_through): each read-through's own state is its Strata::Fill. No state changes
@@ -273,34 +274,48 @@ module Strata
       [interval * 2, MAX_POLL_INTERVAL].min
     end
 
-    # Writes a fill into the tiers above bottom (all of them for a computed value): every tier
-    # but the leased one top-down, then the leased one with the lease's cas, the commit point.
+    # Writes a fill into the tiers above bottom (all of them for a computed value), bottom-up:
+    # the tier with tombstones (SQL) first, with add fenced by the token of the fill's read, then
+    # the leased tier with the lease's cas, then the host tier (L1), fenced by the fill's lock.
     # The others are written with add: the read-through found no live value in them, so one
     # there now was written since (by a write or another fill) and is newer than this fill,
-    # which gives way to it. A tier with tombstones also refuses it when the key was deleted
-    # since the read, and a failure there counts as a refusal. On a refusal, add's or the
-    # lease's, the copies just written are taken back (#take_back; a lease still pending is
-    # given back by #finish). A committed lease is then checked against the tier with the log
-    # (settled). The host tier's fence is the fill's lock (SharedMemory#add_for_fill). True when
-    # the fill was kept.
+    # which gives way to it. A failure in a tier with tombstones counts as a refusal. On a
+    # refusal below the host tier, the copies just written are taken back (#take_back; a lease
+    # still pending is given back by #finish). A committed lease is then checked against the
+    # tier with the log (settled). True when the fill was kept.
     #
-    # Top-down, so that without a lease the bottom tier's fenced add is the commit point: a
-    # delete clears the bottom first and the tiers above after, so a fill that got into the
-    # bottom before the delete had already written above it, and the delete clears that too.
+    # Bottom-up, so that no host serves the fill before the tiers every host refills from took
+    # it: a fill that read before a change is refused below (a tombstone or a newer value, the
+    # lease's cas) before any copy of it is served. A change that lands between the fill's
+    # commit below and its L1 add marks the fill's lock: on this host the change's own L1 write
+    # does; from another host the poller's delete of the key when it applies the change's row
+    # (Poller#drop_changed). The L1 add is then refused, and the copies below are left to the
+    # change, which replaced or removed them after this fill's. A refusal by L1 alone (a mark
+    # from a change that came before this fill read) costs L1's copy only: the next read copies
+    # it up from below.
     def fill_write(key, bytes, ttl, fill, bottom = @tiers.size)
       return false if fill.unleased
 
       written = []
-      index = -1
-      leased = fill.lease_index || -1
-      # A while loop with one rescue, not upto and safely's blocks: this runs in every cold fetch.
-      while (index += 1) < bottom
-        next if index == leased
+      committed = bottom < @tiers.size # the value is below already: this copies it up
+      index = bottom
+      # A while loop with one rescue, not downto and safely's blocks: this runs in every cold fetch.
+      while (index -= 1) >= 0
+        if index == fill.lease_index
+          next unless fill.lease_pending?
+          return false unless lease_write(key, bytes, ttl, fill, bottom, written)
+
+          committed = true
+          next
+        end
+        host = index == @host_index
+        # Without its lock (the word was another key's) nothing would refuse a copy of a value
+        # changed since its commit below: the next read copies it up from there (Stack#backfill).
+        return true if host && fill.host_lock.nil? && (committed || !written.empty?)
 
         begin
           # The host tier's fence is the fill lock (a write or delete of the key marks it).
-          fence = (index == @host_index) ? fill.host_lock : fill.tombstone(index)
-          added = @tiers[index].add_for_fill(key, bytes, fence, ttl: @ttl_at.call(index, ttl))
+          added = @tiers[index].add_for_fill(key, bytes, host ? fill.host_lock : fill.tombstone(index), ttl: @ttl_at.call(index, ttl))
         rescue TierError, ValueTooLargeError => error
           @failed.call(error, index, nil)
           drop(key, index) if error.is_a?(ValueTooLargeError)
@@ -312,12 +327,18 @@ module Strata
           return false
         end
         next written << index if added
+        # Refused by L1 after the tiers below took it: see above.
+        return true if host && (committed || !written.empty?)
 
         take_back(key, bytes, written)
         return false
       end
-      return true unless fill.lease_pending?
+      true
+    end
 
+    # The leased tier's part of #fill_write: the lease's cas, then the check against the tier
+    # with the log below it. Whether the fill stays (when not, the copies in written went).
+    def lease_write(key, bytes, ttl, fill, bottom, written)
       fill.lease_done = true
       # A leased tier that fails is skipped like any other; only its refusal undoes the fill.
       kept = safely(fill.lease_index, nil, true) do
@@ -326,14 +347,14 @@ module Strata
         drop(key, fill.lease_index)
         true # the other tiers hold it; the leased tier simply doesn't
       end
-      if kept
-        return true unless @settled && fill.lease_index < bottom
-
-        return @settled.call(key, bytes)
+      unless kept
+        take_back(key, bytes, written)
+        return false
       end
+      return true unless @settled && fill.lease_index < bottom
 
-      take_back(key, bytes, written)
-      false
+      # settled takes the copies back itself when the tier with the log holds something else
+      @settled.call(key, bytes)
     end
 
     # Removes the copies of bytes a refused fill wrote into the tiers at indexes written. A tier

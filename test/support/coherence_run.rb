@@ -22,11 +22,15 @@ module Strata
     # does: write the new value, or delete the key, or, for a tagged key, invalidate_tags its
     # tag; the moment that call returned is the change's acknowledgement. Otherwise it reads a
     # key: a fetch whose block reads the truth slowly (up to SLOW_FILL_MS more), or a plain read.
-    # Meanwhile the run changes the proxies' latency at random, and in the second half of the
-    # run also cuts one host's path to memcached, or stops memcached (SIGSTOP), for a moment.
+    # Host 0 has a second process on its L1 file (a worker, as Puma runs several) that only
+    # fetches, with slower blocks (up to WORKER_FILL_MS). Meanwhile the run changes the proxies'
+    # latency at random, and in the second half of the run also cuts one host's path to
+    # memcached, or stops memcached (SIGSTOP), for a moment, or kills the worker (kill -9,
+    # often mid-fill: its host lock, lease and any L1 write in progress are left) and
+    # starts another.
     #
     # A value served is stale when a change of its key to a later version was acknowledged more
-    # than the bound before the read began. Stale answers are counted past `bound` outside the
+    # than the bound before the read began (the worker's reads are not judged). Stale answers are counted past `bound` outside the
     # faults (a read that began during a fault or within FAULT_GRACE after it is counted apart:
     # the bound there is the fault's own, memcached's return plus the poller's retry), and at
     # the end: after the hosts have been quiet for QUIET seconds each reads every key, and any
@@ -40,6 +44,7 @@ module Strata
       # Of a host's operations on keys it owns, the share that are changes.
       CHANGE_SHARE = 0.4
       SLOW_FILL_MS = 5
+      WORKER_FILL_MS = 20
       MAX_DELAY_MS = 10
       FAULT_GRACE = 2.0
       QUIET = 2.0
@@ -52,8 +57,10 @@ module Strata
       # stale: bound (seconds) => stale answers past it outside the faults; worst_ms: the latest
       # of those (ms past the next version's acknowledgement); errors: hosts that failed, and
       # exceptions a host's calls raised (the store is to raise none).
-      Result = Struct.new(:seconds, :reads, :changes, :faults, :stale, :worst_ms, :stale_in_faults, :final_reads,
-        :final_stale, :errors, keyword_init: true)
+      # worst_in_faults_ms: the latest stale answer during the faults (their bounds are their
+      # own: memcached's return plus the poller's retry, or a killed poller holder's lease).
+      Result = Struct.new(:seconds, :reads, :changes, :faults, :stale, :worst_ms, :stale_in_faults, :worst_in_faults_ms,
+        :final_reads, :final_stale, :errors, keyword_init: true)
 
       # record_class: an abstract Active Record class, connected by the run to url (PostgreSQL).
       # dir: where the L1 files and journals go. seed: for the hosts and the faults.
@@ -77,12 +84,15 @@ module Strata
         @proxies = Array.new(HOSTS) { TcpProxy.new(host, Integer(port)) }
         start_at = Clock.monotonic + 3 # the hosts' stores and pollers start meanwhile
         pids = Array.new(HOSTS) { |index| ChildProcesses.fork_child { host_loop(index, start_at) } }
+        @worker = start_worker(start_at)
         faults = inject_faults(start_at)
+        ChildProcesses.reap(@worker, DEADLINE) || ChildProcesses.kill_and_reap(@worker, 5)
         statuses = pids.map { |pid| ChildProcesses.reap(pid, @seconds + QUIET + DEADLINE) || ChildProcesses.kill_and_reap(pid, 5) }
         failed = statuses.each_with_index.reject { |status, _| status&.success? }.map { |status, index| "host #{index}: #{status.inspect}" }
         judge(faults, failed)
       ensure
         pids&.each { |pid| ChildProcesses.kill_and_reap(pid, 5) }
+        ChildProcesses.kill_and_reap(@worker, 5) if @worker
         @proxies&.each(&:close)
         @memcached&.kill
         drop_tables
@@ -147,6 +157,30 @@ module Strata
         true
       end
 
+      # Host 0's second process: fetches until the run's deadline, its blocks slow.
+      def start_worker(start_at)
+        seed = @seed * 7 + (@workers_started = (@workers_started || 0) + 1)
+        ChildProcesses.fork_child do
+          cache = store(0)
+          rng = Random.new(seed)
+          sleep [start_at - Clock.monotonic, 0].max
+          truth do |c|
+            MAX_OPS.times do
+              break if Clock.monotonic > start_at + @seconds
+
+              name = key(rng.rand(KEYS))
+              cache.fetch(name, tags: tagged?(Integer(name.delete_prefix("k"))) ? "t/#{name}" : nil) do
+                ver = c.exec_params("SELECT ver FROM #{truth_table} WHERE k = $1", [name]).getvalue(0, 0)
+                sleep(rng.rand(WORKER_FILL_MS) / 1000.0)
+                "#{name}:#{ver}"
+              end
+            end
+          end
+          cache.close
+          true
+        end
+      end
+
       def step(cache, c, index, rng, journal)
         i = rng.rand(KEYS)
         name = key(i)
@@ -192,7 +226,11 @@ module Strata
         # Bound: one change per 0.1 s at least, until the deadline.
         while Clock.monotonic < deadline - 0.5
           if Clock.monotonic >= next_fault
-            faults << ((rng.rand < 0.5) ? cut(@proxies.sample(random: rng)) : stop)
+            faults << case rng.rand(3)
+            when 0 then cut(@proxies.sample(random: rng))
+            when 1 then stop
+            else kill_worker(start_at)
+            end
             next_fault = Clock.monotonic + 0.5 + rng.rand * 0.5
           else
             @proxies.sample(random: rng).delay = rng.rand(MAX_DELAY_MS + 1) / 1000.0
@@ -219,6 +257,13 @@ module Strata
         end
       end
 
+      def kill_worker(start_at)
+        fault(:kill) do
+          ChildProcesses.kill_and_reap(@worker, 5)
+          @worker = start_worker(start_at)
+        end
+      end
+
       def fault(kind)
         began = Clock.monotonic
         yield
@@ -230,26 +275,30 @@ module Strata
           path = File.join(@dir, "journal-#{index}")
           File.exist?(path) ? Marshal.load(File.binread(path)) : {reads: [], acks: [], finals: [], errors: 0} # rubocop:disable Security/MarshalLoad -- the run's own file
         end
-        acks = journals.flat_map { |j| j[:acks] }.to_h { |name, ver, at| [[name, ver], at] }
+        # name => [[version, acknowledged at], ...] by version: one owner per key, so in time order too
+        acks = journals.flat_map { |j| j[:acks] }.group_by(&:first).transform_values { |list| list.map { |_, ver, at| [ver, at] }.sort }
         reads = journals.flat_map { |j| j[:reads] }
         stale = BOUNDS.to_h { |bound| [bound, 0] }
         in_faults = 0
-        worst = 0.0
+        worst = worst_in_faults = 0.0
         reads.each do |name, ver, began|
-          acked = acks[[name, ver + 1]] # the next version's acknowledgement, if any came
+          # the first acknowledgement of a later version, if any came
+          acked = acks.fetch(name, []).find { |later, _| later > ver }&.last
           next unless acked
 
           late = began - acked
           if faults.any? { |_, from, to| began.between?(from, to + FAULT_GRACE) }
             in_faults += 1 if late > @bound
+            worst_in_faults = late if late > worst_in_faults
             next
           end
           BOUNDS.each { |bound| stale[bound] += 1 if late > bound }
           worst = late if late > worst
         end
         finals = journals.flat_map { |j| j[:finals] }
-        Result.new(seconds: @seconds, reads: reads.size, changes: acks.size, faults: faults.map(&:first).tally,
-          stale: stale, worst_ms: (worst * 1000).round(1), stale_in_faults: in_faults, final_reads: finals.size,
+        Result.new(seconds: @seconds, reads: reads.size, changes: acks.sum { |_, list| list.size }, faults: faults.map(&:first).tally,
+          stale: stale, worst_ms: (worst * 1000).round(1), stale_in_faults: in_faults,
+          worst_in_faults_ms: (worst_in_faults * 1000).round(1), final_reads: finals.size,
           final_stale: finals.count { |_, ver, truth| ver && ver < truth },
           errors: failed + journals.map { |j| j[:errors] }.select(&:positive?).map { |n| "#{n} errors raised" })
       end
