@@ -275,8 +275,9 @@ module Strata
     # that failed on it reads it as a miss. A tier that refuses a key (or can't hold its value)
     # has its old copy dropped; a tier that fails is reported, the keys it answered for
     # (PartialError) count, and the others are dropped from it in one call: a key it still can't
-    # drop is false. Counter bytes go one by one through #set, which keeps them out of the tiers
-    # without counters.
+    # drop is false. A key the durable tier failed on and still holds is written in no tier
+    # above: its copies there go, and new's undurable hears of it. Counter bytes go one by one
+    # through #set, which keeps them out of the tiers without counters.
     def set_multi(entries, ttl: nil)
       counters, plain = entries.partition { |_key, bytes| @counters && Entry.counter?(bytes) }
       results = counters.to_h { |key, bytes| [key, set(key, bytes, ttl: ttl)] }
@@ -285,10 +286,16 @@ module Strata
       plain = plain.to_h
       lowest = {}
       refused = {}
+      missed = nil
       @bottom_up.each do |index|
         stored, reported = set_multi_on(index, plain, ttl)
         # Keys the tier failed on: it may still hold the values these writes replace.
-        drop_unanswered(plain, stored, index, refused) if reported && stored.size < plain.size
+        kept = drop_unanswered(plain, stored, index, refused) if reported && stored.size < plain.size
+        if kept && index == @durable && @undurable && !kept.empty?
+          # The durable tier still holds what these writes replace: no tier above takes them.
+          missed = kept
+          plain = plain.except(*kept)
+        end
         refusals = 0
         stored.each do |key, ok|
           next lowest[key] ||= index if ok
@@ -304,6 +311,7 @@ module Strata
       end
       settle_multi(plain, lowest)
       plain.each_key { |key| results[key] = lowest.key?(key) && !refused.key?(key) }
+      missed_below_multi(missed, results) if missed
       results
     end
 
@@ -355,9 +363,11 @@ module Strata
 
     # Remove keys from every tier, bottom-up, one call per tier (memcached: one pipeline per
     # server), then clear the tiers below a leased one that have no tombstones again (see
-    # #delete). The keys that some tier held.
+    # #delete). The keys that some tier held. new's undurable hears of the keys the durable tier
+    # failed on.
     def delete_multi(keys)
       deleted = {}
+      missed = nil
       (@tiers.size - 1).downto(0) do |index|
         results = begin
           @tiers[index].delete_multi(keys)
@@ -365,8 +375,11 @@ module Strata
           partial_result(error, index)
         end
         results.each { |key, was_there| deleted[key] = true if was_there }
+        # The durable tier still holds what these deletes remove: deleted there later (Retries).
+        missed = keys.reject { |key| results.key?(key) } if index == @durable && @undurable && results.size < keys.size
       end
       @unfenced_below_lease.each { |index| safely(index) { @tiers[index].delete_multi(keys) } }
+      @undurable.call(missed) if missed && !missed.empty?
       deleted.keys
     end
 
@@ -540,7 +553,17 @@ module Strata
       rescue TierError => error
         partial_result(error, index)
       end
-      unanswered.each { |key| refused[key] = true unless dropped.key?(key) }
+      kept = unanswered.reject { |key| dropped.key?(key) }
+      kept.each { |key| refused[key] = true }
+      kept
+    end
+
+    # #missed_below for many keys: their copies above the durable tier go, and the caller hears
+    # of them; results[key] is false for each.
+    def missed_below_multi(keys, results)
+      @durable.times { |index| safely(index) { @tiers[index].delete_multi(keys) } }
+      @undurable.call(keys)
+      keys.each { |key| results[key] = false }
     end
 
     # Yields each tier bottom-up for a delete or invalidate of key (a tier that fails is reported
