@@ -45,6 +45,8 @@ module Strata
     COLLECTION_EVENT = "collection.representation.strata"
     DEFAULT_ENTRIES_KEY = "entries"
     NONE = {}.freeze
+    # Levels of nested associations a miss's records are loaded again with.
+    MAX_PRELOAD_DEPTH = 3
 
     attr_reader :name
 
@@ -119,9 +121,11 @@ module Strata
       key = (fields && @cache_redacted) ? redacted_key(own, fields) : full_key
       tags = cache_tags(record)
       built = false
-      json = @cache.fetch(key, tags: tags) do
-        built = true
-        fill(record, full_key, key, fields, tags)
+      unless reloads? && (json = @cache.read(key))
+        json = fetch_fresh(key, tags, reloads? ? @cache.tag_versions(tags) : nil, record) do |fresh|
+          built = true
+          fill(fresh, full_key, key, fields, tags)
+        end
       end
       json = redact(json, fields) if fields && key.equal?(full_key)
       if payload
@@ -141,18 +145,23 @@ module Strata
         keys = owns.each_with_index.map { |own, index| hidden[index] ? redacted_key(own, hidden[index]) : full_keys[index] }
       end
       found = keys.empty? ? NONE : @cache.read_multi(*keys)
-      misses = 0
+      missing = records.each_index.reject { |index| found[keys[index]] }
+      unless missing.empty?
+        tags = missing.to_h { |index| [index, cache_tags(records[index])] }
+        as_of = @cache.tag_versions(tags.values.flatten.uniq) if reloads?
+        fresh = nil # loaded again once, for every miss, at the first that runs its block
+        reload = -> { fresh ||= reloaded(missing.map { |index| records[index] }) }
+      end
       parts = records.each_with_index.map do |record, index|
         key = keys[index]
         full_key = full_keys[index]
         fields = hidden[index]
         unless (json = found[key])
-          misses += 1
-          tags = cache_tags(record)
-          json = @cache.fetch(key, tags: tags) { fill(record, full_key, key, fields, tags) }
+          json = fetch_fresh(key, tags[index], as_of, record, reload) { |loaded| fill(loaded, full_key, key, fields, tags[index]) }
         end
         (fields && key.equal?(full_key)) ? redact(json, fields) : json
       end
+      misses = missing.size
       if payload
         payload[:misses] = misses
         payload[:hits] = records.size - misses
@@ -160,6 +169,69 @@ module Strata
         payload[:size] = records.size
       end
       assemble(parts, envelope, key_json)
+    end
+
+    # Raised out of a fetch's block when the record it would render was deleted since it was
+    # loaded: nothing is written, and the record as loaded is rendered without the cache.
+    class Gone < StandardError; end
+    private_constant :Gone
+
+    # Whether entries are built from records loaded again after their tag versions were read
+    # (the cache has StrataStore#tag_versions; stand-ins without it render what they are given).
+    def reloads?
+      @cache.respond_to?(:tag_versions)
+    end
+
+    # The JSON under key: read through the cache (tags, stamped as_of when given), its block
+    # given the record loaded again (reload: a lambda giving {record => loaded again}, for a
+    # collection's misses; by default the record alone). The record given was loaded before
+    # as_of was read: a change committed in between is in what is loaded again, and one
+    # committed after as_of makes the entry miss. Without as_of, record itself.
+    def fetch_fresh(key, tags, as_of, record, reload = nil)
+      return @cache.fetch(key, tags: tags) { yield record } unless as_of
+
+      @cache.fetch(key, tags: tags, as_of: as_of) do
+        loaded = (reload ? reload.call : reloaded([record]))[record]
+        raise Gone unless loaded
+
+        yield loaded
+      end
+    rescue Gone
+      render(record)
+    end
+
+    # {record => the same row loaded again (nil when it is gone)} for Active Record records,
+    # with the associations the records given had loaded preloaded again (nested ones too), so
+    # the serializer reads what it would have read; one query per class and association. Other
+    # records (the key protocol) are their own.
+    def reloaded(records)
+      fresh = {}.compare_by_identity
+      records.group_by(&:class).each do |klass, group|
+        next group.each { |record| fresh[record] = record } unless model?(group.first)
+
+        by_id = klass.unscoped.where(klass.primary_key => group.map(&:id)).to_a.index_by(&:id)
+        associations = loaded_associations(group)
+        unless associations.empty? || by_id.empty?
+          ActiveRecord::Associations::Preloader.new(records: by_id.values, associations: associations).call
+        end
+        group.each { |record| fresh[record] = by_id[record.id] }
+      end
+      fresh
+    end
+
+    # The associations loaded on records (of one class), for the Preloader: [:tags, {owner:
+    # [:team]}]. Nested up to MAX_PRELOAD_DEPTH.
+    def loaded_associations(records, depth = 0)
+      return [] if depth >= MAX_PRELOAD_DEPTH
+
+      records.first.class.reflect_on_all_associations.filter_map do |reflection|
+        loaded = records.select { |record| record.association(reflection.name).loaded? }
+        next if loaded.empty?
+
+        targets = loaded.flat_map { |record| Array(record.association(reflection.name).target) }.compact
+        nested = targets.empty? ? [] : loaded_associations(targets.select { |target| target.instance_of?(targets.first.class) }, depth + 1)
+        nested.empty? ? reflection.name : {reflection.name => nested}
+      end
     end
 
     # record's key: its strata_cache_key, or its Strata::Model default ("table/id").

@@ -4,10 +4,13 @@ require_relative "model_case"
 require "json"
 require "minitest/mock"
 require "strata/representation"
+require_relative "representation_reload_cases"
 
 # Strata::Representation: records' JSON strings cached under their tags, collections joined
 # from them, redaction per viewer. Over SQLite models (Strata::Model) and a store over L1.
 class StrataRepresentationTest < Strata::ModelCase
+  include RepresentationReloadCases
+
   class Person < Record
     self.table_name = "rep_people"
     include Strata::Model
@@ -77,6 +80,14 @@ class StrataRepresentationTest < Strata::ModelCase
       end,
       hidden: ->(viewer, _ticket) { viewer&.admin? ? nil : ["owner_email"] }
     )
+  end
+
+  def ticket_class
+    Ticket
+  end
+
+  def person_class
+    Person
   end
 
   def new_ticket(title, tags: [])

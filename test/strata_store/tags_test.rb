@@ -34,6 +34,36 @@ class StrataStoreTagsTest < Strata::StoreCase
     end
   end
 
+  # tag_versions then as_of: a value computed from data loaded after the versions were read
+  # carries them, so a change committed between the read and the fetch makes it miss.
+  def test_as_of_stamps_an_entry_with_the_versions_read_before_its_data
+    each_layout do |cache|
+      as_of = cache.tag_versions("posts/1", "posts")
+      cache.invalidate_tags("posts/1") # a change committed after the versions were read
+      assert_equal "loaded after", cache.fetch("fetched", tags: %w[posts/1 posts], as_of: as_of) { "loaded after" }
+      assert_nil cache.read("fetched"), "stamped with the versions before the change"
+      assert cache.write("written", "loaded after", tags: "posts/1", as_of: as_of)
+      assert_nil cache.read("written")
+      cache.write_multi({"multi" => "loaded after"}, tags: "posts/1", as_of: as_of)
+      assert_nil cache.read("multi")
+      assert_equal({"many" => "v"}, cache.fetch_multi("many", tags: "posts/1", as_of: as_of) { "v" })
+      assert_nil cache.read("many")
+
+      as_of = cache.tag_versions(["posts/1"])
+      cache.fetch("kept", tags: "posts/1", as_of: as_of) { "current" }
+      assert_equal "current", cache.read("kept"), "no change since: a hit"
+    end
+  end
+
+  def test_as_of_must_hold_every_tag_and_be_read_by_tag_versions
+    cache = layout_store(:l1)
+    as_of = cache.tag_versions("posts/1")
+    error = assert_raises(ArgumentError) { cache.write("k", "v", tags: %w[posts/1 posts/2], as_of: as_of) }
+    assert_includes error.message, '"posts/2"'
+    assert_raises(TypeError) { cache.fetch("k", tags: "posts/1", as_of: {1 => 2}) { "v" } }
+    assert_raises(ArgumentError) { cache.tag_versions(42) }
+  end
+
   def test_p1_the_invalidating_process_misses_at_once
     each_layout do |cache, layout|
       computed = 0

@@ -13,6 +13,7 @@ require "strata/stack"
 require "strata/poller"
 require "strata/retries"
 require "strata/transaction_tags"
+require "strata/tag_versions"
 require "active_support/cache/strata_store/codec"
 require "active_support/cache/strata_store/counted_multi_reads"
 require "active_support/cache/strata_store/failure_reports"
@@ -162,7 +163,7 @@ module ActiveSupport
 
         keys = names.map { |name| normalize_key(name, merged) }
         if hidden_by_transaction?(merged)
-          return capturing(keys, merged[:tags]) { super(*names, options.merge(force: true), &block) }
+          return capturing(keys, merged[:tags], merged[:as_of]) { super(*names, options.merge(force: true), &block) }
         end
 
         fills = {}
@@ -171,7 +172,7 @@ module ActiveSupport
         state.multi = fills
         state.multi_unread = true
         begin
-          capturing(keys, merged[:tags]) { super(*names, options, &block) }
+          capturing(keys, merged[:tags], merged[:as_of]) { super(*names, options, &block) }
         ensure
           state.multi_unread = false
           state.multi = outer
@@ -218,6 +219,21 @@ module ActiveSupport
       # Like increment, subtracting. A missing key starts at 0; counters never go below 0.
       def decrement(name, amount = 1, options = nil)
         count(:decrement, name, amount, -Integer(amount), options)
+      end
+
+      # The current versions of tags (Strings or Symbols), read now, one read per tier for all of
+      # them: a Strata::TagVersions for fetch's, write's or write_multi's `as_of:`, which stamps
+      # the entry with these versions instead of those read by the call. For a value computed
+      # from data loaded after this and before that call: a change committed in between makes
+      # the entry miss, where versions read after the load would cover it for good.
+      #
+      #   as_of = Rails.cache.tag_versions(post.cache_tag)
+      #   fresh = Post.includes(:comments).find(post.id)   # loaded after the versions
+      #   Rails.cache.fetch(post, tags: post.cache_tag, as_of: as_of) { render(fresh) }
+      def tag_versions(*tags)
+        tags = tags.flatten
+        ids = tag_ids(tags)
+        Strata::TagVersions.new(ids.zip(ids.empty? ? [] : @stack.dependencies.versions(ids)).to_h)
       end
 
       # Gives each tag a new version: every entry stamped with an older one (written with tags:,
@@ -443,7 +459,7 @@ module ActiveSupport
       # which would only look for one again (two lookups were 5% of a cold fetch).
       def store_entry(key, entry, options, local)
         started = Strata::Clock.monotonic_us
-        stamps = stamps_for(key, options[:tags])
+        stamps = stamps_for(key, options[:tags], options[:as_of])
         return withheld(key) unless storable?(key, stamps)
 
         payload = dump_entry(entry, options, stamps, split?(entry, local))
@@ -521,16 +537,17 @@ module ActiveSupport
       def save_block_result_to_cache(name, *key_and_options)
         options = key_and_options.last
         key = (key_and_options.size > 1) ? key_and_options.first : normalize_key(name, options)
-        capturing(key, options[:tags]) { super }
+        capturing(key, options[:tags], options[:as_of]) { super }
       end
 
       # Runs the block as the computation of the entries under keys (one key, or an Array): the versions of tags are
       # read first (before the block, so an invalidation during it makes the entry miss), and the
       # stamps of what the block reads are added (Stack's on_stamps, StampReads). What it
       # depended on is added to the computation around it, if any, when it is done.
-      def capturing(keys, tags)
-        ids = tags ? tag_ids(tags) : nil
-        stamps = (ids && !ids.empty?) ? ids.zip(@stack.dependencies.versions(ids)) : Strata::Entry::NO_STAMPS
+      # as_of: a Strata::TagVersions read earlier (#tag_versions), whose versions stamp the entries
+      # instead of those read now.
+      def capturing(keys, tags, as_of = nil)
+        stamps = tags ? stamps_of(tags, as_of) : Strata::Entry::NO_STAMPS
         outer = Thread.current[CAPTURE]
         capture = Strata::Dependencies::Capture.new(keys, stamps, outer)
         @stamp_reads.enter
@@ -546,9 +563,9 @@ module ActiveSupport
 
       # The stamps the entry written under key carries: the computation's whose result it is;
       # during the read-through of key, before its block (Rails putting the stale entry back for
-      # race_condition_ttl), those of the entry it read; else the current versions of tags (a
-      # write's versions are read when it is called).
-      def stamps_for(key, tags)
+      # race_condition_ttl), those of the entry it read; else the versions of tags in as_of, or
+      # their current versions (a write's versions are read when it is called).
+      def stamps_for(key, tags, as_of = nil)
         capture = Thread.current[CAPTURE]
         return capture.stamps if capture&.for?(key)
         if (words = current_fill(key)&.read_stamps)
@@ -556,8 +573,25 @@ module ActiveSupport
         end
         return Strata::Entry::NO_STAMPS unless tags
 
+        stamps_of(tags, as_of)
+      end
+
+      # [[tag id, version], ...] for tags: their versions in as_of (a Strata::TagVersions), or
+      # read now when as_of is nil.
+      def stamps_of(tags, as_of)
         ids = tag_ids(tags)
-        ids.empty? ? Strata::Entry::NO_STAMPS : ids.zip(@stack.dependencies.versions(ids))
+        return Strata::Entry::NO_STAMPS if ids.empty?
+        return ids.zip(@stack.dependencies.versions(ids)) unless as_of
+        raise TypeError, "as_of: must be a Strata::TagVersions (from tag_versions), got #{as_of.class}" unless as_of.is_a?(Strata::TagVersions)
+
+        ids.map do |id|
+          unless (version = as_of[id])
+            tag = Array(tags).find { |name| Strata::Dependencies.tag_id(name.to_s) == id }
+            raise ArgumentError, "as_of: has no version of the tag #{tag.inspect}; read it with tag_versions"
+          end
+
+          [id, version]
+        end
       end
 
       # The tag ids (Strata::Dependencies.tag_id) of tags: a String, a Symbol or an Array of them.
@@ -759,7 +793,7 @@ module ActiveSupport
         started = Strata::Clock.monotonic_us
         tags = options[:tags]
         payloads = hash.each_with_object({}) do |(key, entry), kept|
-          stamps = stamps_for(key, tags)
+          stamps = stamps_for(key, tags, options[:as_of])
           next withheld(key) unless storable?(key, stamps)
 
           kept[key] = serialize_entry(entry, stamps: stamps, **options)

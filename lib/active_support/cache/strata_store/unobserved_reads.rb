@@ -163,7 +163,7 @@ module ActiveSupport
         # What the base fetch does after a miss, minus its cache_generate event: nobody listens.
         # options are merged already, and stay so unless the block changes them.
         def cold_fill(name, key, options)
-          capturing(key, options[:tags]) do
+          capturing(key, options[:tags], options[:as_of]) do
             written = options.dup # the block may change them through WriteOptions
             value = counted_fill { yield(name, WriteOptions.new(written)) }
             next value if value.nil? && written[:skip_nil]
