@@ -146,7 +146,7 @@ module Strata
       2
     end
 
-    CONNECTION_MESSAGE = /\bis down\b|marked down|no free connection|refused|reset by peer|broken pipe|closed|connect/i
+    CONNECTION_MESSAGE = /\bis down\b|marked down|no \w+ server is up|no free connection|refused|reset by peer|broken pipe|closed|connect/i
 
     def self.connection_error?(error)
       error.is_a?(SystemCallError) || error.is_a?(IOError) || error.class.name.to_s.match?(/Socket|Connection/) ||

@@ -44,6 +44,20 @@ module Strata
         @cache_store = Model.check_store(store, "Strata::Model.cache_store")
       end
 
+      # Warns once per store that store (Rails.cache) keeps no tags, so that model changes
+      # invalidate nothing through it. nil.
+      def untagged(store)
+        @untagged ||= {}.compare_by_identity
+        return nil if @untagged[store]
+
+        @untagged[store] = true
+        message = "Strata::Model: Rails.cache (#{store.class}) keeps no tags; model changes invalidate nothing " \
+          "until it is an ActiveSupport::Cache::StrataStore"
+        logger = ::Rails.logger if defined?(::Rails) && ::Rails.respond_to?(:logger)
+        logger ? logger.warn(message) : warn(message)
+        nil
+      end
+
       # store, when it can invalidate tags; else ArgumentError naming where it was given.
       def check_store(store, where)
         return store if store.nil? || store.respond_to?(:invalidate_tags)
@@ -83,12 +97,18 @@ module Strata
         self.strata_own_store = Model.check_store(store, "#{name}.strata_cache_store")
       end
 
-      # The store tags are invalidated through: this model's, the global one or Rails.cache.
+      # The store tags are invalidated through: this model's, the global one or Rails.cache; nil
+      # when Rails.cache keeps no tags (development's :memory_store, test's :null_store): the
+      # changes then invalidate nothing, with one warning per store.
       def strata_store
-        store = strata_own_store || Model.cache_store || (::Rails.cache if defined?(::Rails) && ::Rails.respond_to?(:cache))
-        raise ArgumentError, "#{name}: no cache store to invalidate tags through (set Strata::Model.cache_store)" unless store
+        own = strata_own_store || Model.cache_store
+        return own if own
 
-        Model.check_store(store, "#{name}'s cache store")
+        store = (::Rails.cache if defined?(::Rails) && ::Rails.respond_to?(:cache))
+        raise ArgumentError, "#{name}: no cache store to invalidate tags through (set Strata::Model.cache_store)" unless store
+        return store if store.respond_to?(:invalidate_tags)
+
+        Model.untagged(store)
       end
 
       # The collection tag: the table name ("bugs"), invalidated by every change of a record.
@@ -155,7 +175,8 @@ module Strata
     # Adds the tags of this change to the transaction's pending ones. keys_changed: the save may
     # have changed foreign keys (the parents before count too) or the primary key.
     def strata_pending(keys_changed)
-      store = self.class.strata_store
+      return unless (store = self.class.strata_store)
+
       seen = Set.new
       tags = [cache_tag, self.class.cache_tag]
       seen << cache_tag

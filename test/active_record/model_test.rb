@@ -163,6 +163,23 @@ class StrataModelTest < Strata::ModelCase
     assert_match(/Bug.strata_cache_store: .*invalidate_tags/, error.message)
   end
 
+  # Development's :memory_store and test's :null_store keep no tags: through Rails.cache, model
+  # changes then invalidate nothing, and say so once, rather than fail every save.
+  def test_through_a_rails_cache_without_tags_changes_invalidate_nothing_and_warn_once
+    Strata::Model.cache_store = nil
+    null = ActiveSupport::Cache::NullStore.new
+    with_rails_cache(null) do
+      _out, err = capture_io do
+        Bug.create!(title: "a")
+        Bug.create!(title: "b").update!(title: "c")
+      end
+      assert_equal 1, err.scan("keeps no tags").size, err
+      assert_equal %w[a c], Bug.order(:id).pluck(:title), "every save committed"
+    end
+  ensure
+    Strata::Model.cache_store = store
+  end
+
   def test_a_model_can_use_its_own_store
     own = build_store(l1: {path: File.join(@tmpdir, "own.strata")})
     model = Class.new(Bug) { strata_cache_store own }
@@ -188,5 +205,27 @@ class StrataModelTest < Strata::ModelCase
     assert_match(/Broken: strata_cascade :nothing names no belongs_to association/, error.message)
     assert_equal 0, Bug.count, "the save rolled back"
     assert_raises(ArgumentError) { Bug.strata_cascade }
+  end
+
+  private
+
+  # Runs the block with Rails.cache answering store (a Rails module of the test's own when none
+  # is loaded; Strata::Model looks Rails.cache up at each change).
+  def with_rails_cache(store)
+    made = !defined?(::Rails)
+    Object.const_set(:Rails, Module.new) if made
+    rails = ::Rails
+    had = rails.respond_to?(:cache)
+    original = rails.method(:cache) if had
+    rails.define_singleton_method(:cache) { store }
+    yield
+  ensure
+    if made
+      Object.send(:remove_const, :Rails)
+    elsif had
+      rails.define_singleton_method(:cache, original)
+    else
+      rails.singleton_class.send(:remove_method, :cache)
+    end
   end
 end

@@ -9,6 +9,26 @@ class StrataStoreFailOpenTest < Strata::StoreCase
     @store = build_store(l1: {lock_timeout: 0.01})
   end
 
+  # An L1 directory planted by someone else (here a symlink, as another local user could make
+  # /dev/shm/strata-<uid> before the app): the app boots without L1, reported once, and serves
+  # from the tiers left. L1 alone has nothing left to serve from: it raises.
+  def test_an_unsafe_l1_location_leaves_the_store_without_l1_when_another_tier_serves
+    real = File.join(@tmpdir, "real")
+    Dir.mkdir(real, 0o700)
+    File.symlink(real, File.join(@tmpdir, "planted"))
+    l1 = {path: File.join(@tmpdir, "planted", "app.l1"), size: TABLE_SIZE}
+    cache = nil
+    reports = capture_reports { cache = build_store(l1: l1, sql: {path: File.join(@tmpdir, "cache.sqlite3")}) }
+    assert_equal [Strata::UnsafeFileError], reports.map { |report| report[:error].class }
+    assert_equal :l1, reports.first[:context][:tier]
+    assert_equal [:l3], cache.stack.tier_names
+    assert cache.write("k", "v")
+    assert_equal "v", cache.read("k")
+    assert_empty Dir.children(real), "nothing made through the link"
+
+    assert_raises(Strata::UnsafeFileError) { build_store(l1: l1) }
+  end
+
   def test_corrupt_bytes_in_the_table_read_as_a_miss_and_are_reported
     open_table.set(tier_key(store, "key"), "\xE1 not really an entry".b)
 

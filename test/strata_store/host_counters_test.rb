@@ -73,13 +73,16 @@ class StrataStoreHostCountersTest < Strata::StoreCase
     down = ActiveSupport::Cache::StrataStore.new(namespace: "hc-#{SecureRandom.hex(4)}", fill_wait: 0,
       memcached: {servers: ["127.0.0.1:#{closed_port}"], connect_timeout: 0.2})
     @stores << down
-    capture_reports { down.read("k") }
+    capture_reports do
+      down.read("k")
+      down.read("k") # the server is marked down now: "no memcached server is up"
+    end
 
     counters = down.stats[:counters]
     refute counters[:shared]
     memcached = counters[:tiers][:memcached]
-    assert_equal 1, memcached[:errors_connection]
-    assert_equal [0, 0, 0], memcached.values_at(:hits, :misses, :errors_timeout)
+    assert_equal 2, memcached[:errors_connection], "a refused connection, then no server up"
+    assert_equal [0, 0, 0, 0], memcached.values_at(:hits, :misses, :errors_timeout, :errors_other)
     assert_equal 0, store.stats[:counters][:tiers][:memcached][:errors_connection], "another store's figures"
   end
 

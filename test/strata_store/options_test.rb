@@ -171,10 +171,36 @@ class StrataStoreOptionsTest < Strata::StoreCase
     cache = ActiveSupport::Cache::StrataStore.new(namespace: "myapp", l1: {size: TABLE_SIZE})
     @stores << cache
 
-    assert_equal Strata::Tiers::SharedMemory.default_path("myapp"), cache.stack[:l1].path
+    assert_equal Strata::Tiers::SharedMemory.default_path(Strata::Tiers::SharedMemory.default_name("myapp")), cache.stack[:l1].path
     assert cache.stack[:l1].path.start_with?(@tmpdir)
   ensure
     ENV["XDG_RUNTIME_DIR"] = previous
+  end
+
+  # Issue 35, cause 3: development and production of one app, and two apps, of one user on one
+  # host got one table (a development write was served by production). The default table is
+  # now the app's, the environment's and the namespace's.
+  def test_two_environments_and_two_apps_share_no_table_by_default
+    previous = ENV.to_h.slice("XDG_RUNTIME_DIR", "RAILS_ENV", "RACK_ENV")
+    ENV["XDG_RUNTIME_DIR"] = @tmpdir
+    ENV.delete("RACK_ENV")
+    stores = %w[development production].to_h do |env|
+      ENV["RAILS_ENV"] = env
+      cache = ActiveSupport::Cache::StrataStore.new(l1: {size: TABLE_SIZE})
+      @stores << cache
+      [env, cache]
+    end
+    refute_equal stores["development"].stack[:l1].path, stores["production"].stack[:l1].path
+    stores["development"].write("k", "development's")
+    assert_nil stores["production"].read("k"), "production does not serve development's value"
+
+    assert_equal "blog-production-cache", Strata::Tiers::SharedMemory.default_name("cache", app: "blog", env: "production")
+    refute_equal Strata::Tiers::SharedMemory.default_name(nil, app: "blog", env: "production"),
+      Strata::Tiers::SharedMemory.default_name(nil, app: "shop", env: "production")
+    assert_equal "app", Strata::Tiers::SharedMemory.default_name(nil, app: "", env: "")
+    assert_equal "my_app-production", Strata::Tiers::SharedMemory.default_name(nil, app: "my app", env: "production")
+  ensure
+    %w[XDG_RUNTIME_DIR RAILS_ENV RACK_ENV].each { |name| previous&.key?(name) ? ENV[name] = previous[name] : ENV.delete(name) }
   end
 
   def test_tier_options_stay_out_of_the_per_call_defaults

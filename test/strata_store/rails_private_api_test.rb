@@ -39,6 +39,20 @@ class StrataStoreRailsPrivateApiTest < Minitest::Test
     write_serialized_entry: [%i[req key], %i[req payload], [:keyrest]]
   }.freeze
 
+  # Action View's cache helper: Strata::Fragments overrides its private fragment_for (and calls
+  # super with the same arguments) and calls the controller's combined_fragment_cache_key.
+  def test_the_fragment_path_strata_overrides_keeps_its_shape
+    require "action_view"
+    require "action_controller"
+    assert ActionView::Base.include?(Strata::Fragments), "loading ActionView::Base ran the hook that prepends it"
+    helper = ActionView::Helpers::CacheHelper
+    assert helper.private_method_defined?(:fragment_for), "ActionView::Helpers::CacheHelper#fragment_for is gone or public"
+    override = helper.instance_method(:fragment_for)
+    assert_equal Strata::Fragments, override.owner, "Strata::Fragments is prepended"
+    assert_equal [%i[opt name], %i[opt options], %i[block block]], override.super_method.parameters, "fragment_for changed"
+    assert_equal [%i[req key]], AbstractController::Caching::Fragments.instance_method(:combined_fragment_cache_key).parameters
+  end
+
   def test_the_store_methods_strata_overrides_or_calls_keep_their_shape
     STORE_METHODS.each do |name, parameters|
       assert STORE.private_method_defined?(name), "ActiveSupport::Cache::Store##{name} is gone or public"

@@ -94,7 +94,8 @@ module ActiveSupport
 
       # Options, besides the Store ones:
       # l1: the shared-memory table's options (Strata::Tiers::SharedMemory.new); path defaults to
-      #     SharedMemory.default_path(namespace, or "app" when the namespace is not a plain name).
+      #     SharedMemory.default_path of SharedMemory.default_name: one table per app, environment
+      #     and namespace.
       # memcached: {servers: ["host:port", ...], ...} for L2 (Strata::Tiers::Memcached.new).
       # sql: {path: "file.sqlite3"} or {connection_class: SomeRecord}, ... for L3
       #     (Strata::Tiers::SQL.new; loads Active Record).
@@ -234,6 +235,21 @@ module ActiveSupport
         tags = tags.flatten
         ids = tag_ids(tags)
         Strata::TagVersions.new(ids.zip(ids.empty? ? [] : @stack.dependencies.versions(ids)).to_h)
+      end
+
+      # Action View's fragment path (Strata::Fragments): runs the block, the `cache` helper's read
+      # of the fragment under key (a controller's combined fragment key) and, on a miss, its
+      # render and write, as the computation of the fragment's entry, as #fetch runs its block:
+      # the versions of its tags are read first, and what it reads inside (inner fragments,
+      # fetches) is added to its stamps and to those of the computation around it. The tags:
+      # those in options (tags: takes what #fetch's does) and the Strata::Model records and
+      # relations in name. Yields the options the helper goes on with.
+      def fragment(key, name, options)
+        options = options ? options.dup : {}
+        tags = fragment_tags(name, options[:tags])
+        options[:tags] = tags unless tags.empty?
+        merged = merged_options(options)
+        capturing(normalize_key(key, merged), tags.empty? ? nil : tags, merged[:as_of]) { yield options }
       end
 
       # Gives each tag a new version: every entry stamped with an older one (written with tags:,
@@ -576,6 +592,34 @@ module ActiveSupport
         stamps_of(tags, as_of)
       end
 
+      # The tag of a Strata::Model record ("posts/42"; nil unsaved), or the collection tag of a
+      # relation or class of such a model ("posts"); nil for anything else. Strata::Model is not
+      # loaded for this: without it, nothing is one.
+      def model_tag(object)
+        return nil if Strata.autoload?(:Model)
+
+        if object.is_a?(Strata::Model)
+          object.id && object.cache_tag
+        elsif object.is_a?(Class)
+          object.cache_tag if object.include?(Strata::Model)
+        elsif object.respond_to?(:klass) && object.respond_to?(:to_sql) # an Active Record relation
+          object.klass.cache_tag if object.klass.include?(Strata::Model)
+        end
+      end
+
+      # A fragment's tags: tags (as tags: takes them), and the tags of the Strata::Model records
+      # and relations in name (a name, or an Array of them), as Strings.
+      def fragment_tags(name, tags)
+        found = (tags.is_a?(Array) ? tags : [tags]).compact.map { |tag| (tag.is_a?(String) || tag.is_a?(Symbol)) ? tag.to_s : (model_tag(tag) || tag) }
+        (name.is_a?(Array) ? name.flatten : [name]).each do |part|
+          next if part.is_a?(String) || part.is_a?(Symbol)
+
+          tag = model_tag(part)
+          found << tag if tag
+        end
+        found.uniq
+      end
+
       # [[tag id, version], ...] for tags: their versions in as_of (a Strata::TagVersions), or
       # read now when as_of is nil.
       def stamps_of(tags, as_of)
@@ -594,11 +638,14 @@ module ActiveSupport
         end
       end
 
-      # The tag ids (Strata::Dependencies.tag_id) of tags: a String, a Symbol or an Array of them.
+      # The tag ids (Strata::Dependencies.tag_id) of tags: a String, a Symbol, a Strata::Model
+      # record, relation or model (#model_tag), or an Array of them.
       def tag_ids(tags)
-        ids = Array(tags).map do |tag|
+        ids = (tags.is_a?(Array) ? tags : [tags]).map do |tag|
+          tag = model_tag(tag) || tag unless tag.is_a?(String) || tag.is_a?(Symbol)
           if !(tag.is_a?(String) || tag.is_a?(Symbol)) || tag.empty?
-            raise ArgumentError, "tags: a tag must be a non-empty String or Symbol, got #{tag.inspect}"
+            raise ArgumentError, "tags: a tag must be a non-empty String or Symbol, or a saved Strata::Model record, " \
+              "a relation or model of one, got #{tag.inspect}"
           end
 
           Strata::Dependencies.tag_id(tag.to_s)
@@ -931,9 +978,20 @@ module ActiveSupport
       end
 
       # Top first. With no tier option given, l1's missing size is the error to report.
+      # An L1 file or directory that is not safely this user's (another local user made it
+      # first, say) leaves the store without L1, reported once, when another tier can serve:
+      # an app must not fail to boot over another user's file. With L1 alone it raises.
       def build_tiers(l1, memcached, sql)
         tiers = {}
-        tiers[:l1] = build_l1(l1 || {}) if l1 || !(memcached || sql)
+        if l1 || !(memcached || sql)
+          begin
+            tiers[:l1] = build_l1(l1 || {})
+          rescue Strata::UnsafeFileError => error
+            raise unless memcached || sql
+
+            report_failure(error, :l1)
+          end
+        end
         tiers[:l2] = build_memcached(memcached) if memcached
         tiers[:l3] = build_sql(sql) if sql
         tiers
@@ -978,11 +1036,7 @@ module ActiveSupport
 
       def build_l1(options)
         options = options.dup
-        unless options[:path]
-          namespace = @options[:namespace]
-          app = (namespace.is_a?(String) || namespace.is_a?(Symbol)) ? namespace.to_s : "app"
-          options[:path] = Strata::Tiers::SharedMemory.default_path(app)
-        end
+        options[:path] ||= Strata::Tiers::SharedMemory.default_path(Strata::Tiers::SharedMemory.default_name(@options[:namespace]))
         raise ArgumentError, "StrataStore needs l1: {size: bytes} for its shared-memory table" unless options[:size]
 
         Strata::Tiers::SharedMemory.new(**options)
@@ -1020,4 +1074,11 @@ module ActiveSupport
       end
     end
   end
+end
+
+# Action View's `cache` helper over a StrataStore takes its fragment's stamps when it starts
+# (Strata::Fragments), once Action View is loaded.
+ActiveSupport.on_load(:action_view) do
+  require "strata/fragments"
+  ActionView::Helpers::CacheHelper.prepend(Strata::Fragments)
 end

@@ -11,7 +11,8 @@ module Strata
     # keys accepted). For the SQL tier, sql: {url: "postgres://..."} names a database by URL
     # besides the store's path: and connection_class: (the latter only from a Ruby file). L1 is
     # looked at where the store would have one: l1: given, or neither memcached: nor sql:; its
-    # path defaults to SharedMemory.default_path(namespace) as the store's does.
+    # path defaults to the store's (SharedMemory.default_name), the app and environment given
+    # as app: and env: (else RAILS_ENV or RACK_ENV; outside the app the CLI has no Rails).
     class Config
       attr_reader :l1_path, :memcached, :sql
 
@@ -23,17 +24,17 @@ module Strata
         end
         raise ArgumentError, "#{file}: expected a Hash of store options, got #{options.class}" unless options.is_a?(Hash)
 
-        new(**options.transform_keys(&:to_sym).slice(:l1, :memcached, :sql, :namespace))
+        new(**options.transform_keys(&:to_sym).slice(:l1, :memcached, :sql, :namespace, :app, :env))
       end
 
       def self.from_path(path)
         new(l1: {path: path})
       end
 
-      def initialize(l1: nil, memcached: nil, sql: nil, namespace: nil)
+      def initialize(l1: nil, memcached: nil, sql: nil, namespace: nil, app: nil, env: nil)
         @memcached = memcached && symbolized(memcached, :memcached)
         @sql = sql && symbolized(sql, :sql)
-        @l1_path = l1_path_for(l1 && symbolized(l1, :l1), namespace) if l1 || !(memcached || sql)
+        @l1_path = l1_path_for(l1 && symbolized(l1, :l1), namespace, app, env) if l1 || !(memcached || sql)
       end
 
       private
@@ -44,11 +45,10 @@ module Strata
         hash.transform_keys(&:to_sym)
       end
 
-      def l1_path_for(l1, namespace)
+      def l1_path_for(l1, namespace, app, env)
         return l1[:path].to_s if l1&.dig(:path)
 
-        app = (namespace.is_a?(String) || namespace.is_a?(Symbol)) ? namespace.to_s : "app"
-        Strata::Tiers::SharedMemory.default_path(app)
+        Strata::Tiers::SharedMemory.default_path(Strata::Tiers::SharedMemory.default_name(namespace, app: app&.to_s, env: env&.to_s))
       end
     end
   end

@@ -98,6 +98,22 @@ module Strata
       # and wipe keys (table.h: STRATA_MIN_LOCK_TIMEOUT_NS). So 0 is refused, not "try once".
       MIN_LOCK_TIMEOUT = 0.01
 
+      # The name of a store's table when its l1: gives no path: the app (app:, else the Rails
+      # application's module, downcased), its environment (env:, else Rails.env, else RAILS_ENV
+      # or RACK_ENV) and the store's namespace (when a String or Symbol), joined with "-"; "app"
+      # when there is none of them. So two apps, or development and production of one app, of
+      # one user on one host share no table. Characters other than letters, digits, "_" and "."
+      # become "_".
+      def self.default_name(namespace = nil, app: nil, env: nil)
+        rails = defined?(::Rails) ? ::Rails : nil
+        app ||= rails.application.class.name.to_s.split("::").first&.downcase if rails.respond_to?(:application) && rails.application
+        env ||= rails.respond_to?(:env) ? rails.env.to_s : (ENV["RAILS_ENV"] || ENV["RACK_ENV"])
+        parts = [app, env]
+        parts << namespace.to_s if namespace.is_a?(String) || namespace.is_a?(Symbol)
+        parts = parts.map(&:to_s).reject(&:empty?)
+        parts.empty? ? "app" : parts.join("-").gsub(/[^A-Za-z0-9_.-]/, "_")
+      end
+
       # The conventional table path for app: per-user, on tmpfs. $XDG_RUNTIME_DIR counts only when
       # it is an absolute path (the XDG spec says to ignore anything else); an empty one would
       # otherwise put the table under "/".

@@ -1,0 +1,128 @@
+# frozen_string_literal: true
+
+require_relative "store_case"
+require "action_controller"
+require "securerandom"
+require "strata/model"
+require "strata/tiers/sql"
+require "support/postgres_cluster"
+
+# View fragments (Strata::Fragments): Rails' `cache` helper over a StrataStore keeps the tag
+# promise (issue 35, cause 2). Templates rendered by ActionController's renderer, no app; the
+# store over L1 and the SQL tier in the app's database (an SQLite file here, PostgreSQL below).
+class StrataStoreFragmentsTest < Strata::StoreCase
+  class Record < ActiveRecord::Base
+    self.abstract_class = true
+  end
+
+  class Post < Record
+    self.table_name = "posts"
+    include Strata::Model
+  end
+
+  class Controller < ActionController::Base
+  end
+
+  def setup
+    connect
+    Record.connection_pool.with_connection { |c| c.create_table(:posts) { |t| t.string :title } }
+    Strata::Tiers::SQL.create_table!(Record)
+    Strata::Model.cache_store = store
+    Controller.cache_store = store
+    Controller.perform_caching = true
+  end
+
+  def teardown
+    Strata::Model.cache_store = nil
+    Controller.cache_store = nil
+    disconnect
+  end
+
+  def connect
+    Record.establish_connection(adapter: "sqlite3", database: File.join(@tmpdir, "app.sqlite3"))
+  end
+
+  def disconnect
+    Record.remove_connection
+  end
+
+  def store
+    @store ||= build_store(sql: {connection_class: Record})
+  end
+
+  def render(template, **locals)
+    Controller.renderer.render(inline: template, locals: locals)
+  end
+
+  # A change committed while the fragment renders (after it read its data): the fragment was
+  # built from data older than the change, so it is stamped with the versions from before, and
+  # misses. Rails' helper alone wrote it with the versions read at its write, after the change.
+  def test_a_change_during_the_rendering_makes_the_fragment_miss
+    template = "<% cache 'sidebar', tags: ['posts/1'] do %><%= body.call %><% end %>"
+    changed = lambda do
+      store.invalidate_tags("posts/1") # committed after the rendering read "old"
+      "old"
+    end
+    assert_equal "old", render(template, body: changed)
+    assert_equal "new", render(template, body: -> { "new" }), "the fragment built before the change missed"
+    assert_equal "new", render(template, body: -> { flunk "cached now" })
+  end
+
+  # An outer fragment depends on the inner fragments rendered in it: invalidating what an inner
+  # one shows misses the outer one too, whether the inner one was rendered or read.
+  def test_an_inner_fragments_tags_reach_the_fragment_around_it
+    template = "<% cache 'page' do %>[<% cache 'item', tags: ['posts/1'] do %><%= item.call %><% end %>]<% end %>"
+    assert_equal "[v1]", render(template, item: -> { "v1" })
+    store.invalidate_tags("posts/1")
+    assert_equal "[v2]", render(template, item: -> { "v2" }), "the outer fragment missed with the inner one"
+    assert_equal "[v2]", render(template, item: -> { flunk "cached" })
+
+    other = "<% cache 'other-page' do %>(<% cache 'item', tags: ['posts/1'] do %><%= item.call %><% end %>)<% end %>"
+    assert_equal "(v2)", render(other, item: -> { flunk "the inner fragment is a hit" })
+    store.invalidate_tags("posts/1")
+    assert_equal "(v3)", render(other, item: -> { "v3" }), "a fragment around an inner hit depends on it too"
+  end
+
+  # `cache post` and `tags: post`: a Strata::Model record tags the fragment with its record tag,
+  # a relation with its model's collection tag.
+  def test_records_and_relations_in_the_name_or_tags_tag_the_fragment
+    post = Post.create!(title: "first")
+    keyed = "<% cache [post, 'title'] do %><%= body.call %><% end %>"
+    assert_equal "first", render(keyed, post: post, body: -> { post.title })
+    Post.where(id: post.id).update_all(title: "second") # no callback, no new updated_at
+    store.invalidate_tags(post.cache_tag)
+    assert_equal "second", render(keyed, post: post, body: -> { Post.find(post.id).title }), "the name's record tags it"
+
+    listed = "<% cache 'list', tags: posts do %><%= body.call %><% end %>"
+    assert_equal "1 post", render(listed, posts: Post.all, body: -> { "#{Post.count} post" })
+    Post.create!(title: "another") # after_commit: the collection tag
+    assert_equal "2 posts", render(listed, posts: Post.all, body: -> { "#{Post.count} posts" }), "a relation in tags:"
+  end
+
+  def test_tags_take_records_and_models_at_the_api_too
+    post = Post.create!(title: "first")
+    store.fetch("json", tags: post) { "v1" }
+    store.write("index", "all", tags: Post)
+    post.update!(title: "changed")
+    assert_nil store.read("json")
+    assert_nil store.read("index")
+    assert_raises(ArgumentError) { store.fetch("k", tags: Post.new) { "unsaved" } }
+    assert_raises(ArgumentError) { store.fetch("k", tags: Object.new) { "v" } }
+  end
+end
+
+# The same on PostgreSQL: the models and the SQL tier in a schema of the test's own.
+class StrataStoreFragmentsPostgresTest < StrataStoreFragmentsTest
+  def connect
+    @schema = "strata_frag_#{SecureRandom.hex(4)}"
+    url = Strata::TestSupport::PostgresCluster.url
+    Record.establish_connection(url)
+    Record.connection_pool.with_connection { |c| c.execute("CREATE SCHEMA #{@schema}") }
+    Record.establish_connection("#{url}?schema_search_path=#{@schema}&min_messages=warning")
+  end
+
+  def disconnect
+    Record.connection_pool.with_connection { |c| c.execute("DROP SCHEMA #{@schema} CASCADE") }
+    Record.remove_connection
+  end
+end
