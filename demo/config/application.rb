@@ -26,6 +26,8 @@ module StrataDemo
     config.eager_load = true
     # Migrations are the schema: the PostgreSQL triggers are not in a Ruby schema dump.
     config.active_record.dump_schema_after_migration = false
+    # The view fragments of PagesController go to Rails.cache.
+    config.action_controller.perform_caching = true
 
     config.logger = ActiveSupport::TaggedLogging.new(ActiveSupport::Logger.new($stdout))
     config.log_level = ENV.fetch("STRATA_DEMO_LOG_LEVEL", "info").to_sym

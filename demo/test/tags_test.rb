@@ -16,13 +16,17 @@ class TagsTest < DemoHTTP::Test
 
     assert_equal "201", created.code, created.body
     assert_includes json(created)["tags"], "demo-verified"
+    # Built once, by the POST. On SQLite the trigger's raw tags (BugTag cascades to its bug)
+    # become versions when the poller converts them, after the POST's own bump: the bug's entry
+    # may be built once more (docs/coherence.md, "Raw SQL: triggers").
+    once = !server.postgres?
     on_each_worker { server.get("/bugs/#{BUG}") }.each do |response|
       assert_includes json(response)["tags"], "demo-verified"
-      assert_equal "hit", response["X-Cache"] # built once, by the POST
+      assert_equal "hit", response["X-Cache"] unless once
     end
     on_each_worker { server.get(PAGE) }.each do |response|
       assert_includes entry_in(response, BUG)["tags"], "demo-verified"
-      assert_equal "0", response["X-Cache-Misses"]
+      assert_equal "0", response["X-Cache-Misses"] unless once
     end
   end
 

@@ -13,7 +13,7 @@ require_relative "../../test/support/waiting"
 #
 # The tests share the server and its 300 bugs, each on bugs of its own, so that what one caches
 # or changes is no other's: tags 1-50, redaction 51-150, shared L1 151-225 and 290, freshness
-# 226-275, conditional GET 276-289, errors 299.
+# 226-275, conditional GET 276-289, under load 291-293, errors 299.
 module DemoHTTP
   DATABASE = ENV.fetch("STRATA_DEMO_DATABASE", "sqlite").to_sym
 

@@ -62,7 +62,13 @@ module Strata
       return respond(405, "text/plain", "only GET\n") unless env["REQUEST_METHOD"] == "GET"
 
       decision = @access.decide(env)
-      return respond(403, "text/plain; charset=utf-8", "Strata dashboard: #{decision.reason}.\n") unless decision.allowed
+      unless decision.allowed
+        return respond(403, "text/plain; charset=utf-8", "Strata dashboard: #{decision.reason}.\n") unless decision.challenge
+
+        response = respond(401, "text/plain; charset=utf-8", "Strata dashboard: #{decision.reason}.\n")
+        response[1]["www-authenticate"] = %(Basic realm="Strata dashboard", charset="UTF-8")
+        return response
+      end
 
       path = env["PATH_INFO"].to_s
       response = case path

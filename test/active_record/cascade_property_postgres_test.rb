@@ -13,11 +13,7 @@ class StrataCascadePropertyPostgresTest < StrataCascadePropertyTest
   STEPS = 15
 
   def connect_models
-    @schema = "strata_p6_#{SecureRandom.hex(4)}"
-    url = Strata::TestSupport::PostgresCluster.url
-    Record.establish_connection(url)
-    Record.connection_pool.with_connection { |c| c.execute("CREATE SCHEMA #{@schema}") }
-    Record.establish_connection("#{url}?schema_search_path=#{@schema}&min_messages=warning")
+    @schema = Strata::TestSupport::PostgresCluster.connect_to_new_schema(Record, "strata_p6")
     Strata::Tiers::SQL.create_table!(Record)
   end
 

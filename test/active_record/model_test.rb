@@ -1,5 +1,8 @@
 # frozen_string_literal: true
 
+require "logger"
+require "stringio"
+
 require_relative "model_case"
 
 # Strata::Model: record tags, collection tags, invalidation after commit, declared cascades.
@@ -168,12 +171,11 @@ class StrataModelTest < Strata::ModelCase
   def test_through_a_rails_cache_without_tags_changes_invalidate_nothing_and_warn_once
     Strata::Model.cache_store = nil
     null = ActiveSupport::Cache::NullStore.new
-    with_rails_cache(null) do
-      _out, err = capture_io do
-        Bug.create!(title: "a")
-        Bug.create!(title: "b").update!(title: "c")
-      end
-      assert_equal 1, err.scan("keeps no tags").size, err
+    log = StringIO.new
+    with_rails_cache(null, Logger.new(log)) do
+      Bug.create!(title: "a")
+      Bug.create!(title: "b").update!(title: "c")
+      assert_equal 1, log.string.scan("keeps no tags").size, log.string
       assert_equal %w[a c], Bug.order(:id).pluck(:title), "every save committed"
     end
   ensure
@@ -209,23 +211,23 @@ class StrataModelTest < Strata::ModelCase
 
   private
 
-  # Runs the block with Rails.cache answering store (a Rails module of the test's own when none
-  # is loaded; Strata::Model looks Rails.cache up at each change).
-  def with_rails_cache(store)
+  # Runs the block with Rails.cache answering store and Rails.logger logger (a Rails module of
+  # the test's own when none is loaded; Strata::Model looks them up at each change).
+  def with_rails_cache(store, logger)
     made = !defined?(::Rails)
     Object.const_set(:Rails, Module.new) if made
     rails = ::Rails
-    had = rails.respond_to?(:cache)
-    original = rails.method(:cache) if had
+    originals = %i[cache logger].to_h { |name| [name, rails.respond_to?(name) ? rails.method(name) : nil] }
     rails.define_singleton_method(:cache) { store }
+    rails.define_singleton_method(:logger) { logger }
     yield
   ensure
     if made
       Object.send(:remove_const, :Rails)
-    elsif had
-      rails.define_singleton_method(:cache, original)
     else
-      rails.singleton_class.send(:remove_method, :cache)
+      originals.each do |name, original|
+        original ? rails.define_singleton_method(name, original) : rails.singleton_class.send(:remove_method, name)
+      end
     end
   end
 end

@@ -34,11 +34,7 @@ class StrataModelPostgresTest < Strata::StoreCase
   end
 
   def setup
-    @schema = "strata_model_#{SecureRandom.hex(4)}"
-    url = Strata::TestSupport::PostgresCluster.url
-    Record.establish_connection(url)
-    Record.connection_pool.with_connection { |c| c.execute("CREATE SCHEMA #{@schema}") }
-    Record.establish_connection("#{url}?schema_search_path=#{@schema}&min_messages=warning")
+    @schema = Strata::TestSupport::PostgresCluster.connect_to_new_schema(Record, "strata_model")
     Record.connection_pool.with_connection do |c|
       c.create_table(:bugs) { |t| t.string :title }
       c.create_table(:bug_tags) { |t| t.references :bug }
@@ -51,8 +47,7 @@ class StrataModelPostgresTest < Strata::StoreCase
   def teardown
     CacheRecord.remove_connection
     Strata::Model.cache_store = nil
-    Record.connection_pool.with_connection { |c| c.execute("DROP SCHEMA #{@schema} CASCADE") }
-    Record.remove_connection
+    Strata::TestSupport::PostgresCluster.drop_schema(Record, @schema)
     assert_nil Strata::TransactionTags.current
   end
 

@@ -1,7 +1,6 @@
 # frozen_string_literal: true
 
 require_relative "../strata_store/store_case"
-require "securerandom"
 require "strata/model"
 require "strata/tiers/sql"
 require "support/postgres_cluster"
@@ -29,11 +28,7 @@ class StrataRepresentationPostgresTest < Strata::StoreCase
   end
 
   def setup
-    @schema = "strata_rep_#{SecureRandom.hex(4)}"
-    url = Strata::TestSupport::PostgresCluster.url
-    Record.establish_connection(url)
-    Record.connection_pool.with_connection { |c| c.execute("CREATE SCHEMA #{@schema}") }
-    Record.establish_connection("#{url}?schema_search_path=#{@schema}&min_messages=warning")
+    @schema = Strata::TestSupport::PostgresCluster.connect_to_new_schema(Record, "strata_rep")
     Record.connection_pool.with_connection do |c|
       c.create_table(:people) { |t| t.string :email }
       c.create_table(:tickets) do |t|
@@ -47,8 +42,7 @@ class StrataRepresentationPostgresTest < Strata::StoreCase
 
   def teardown
     Strata::Model.cache_store = nil
-    Record.connection_pool.with_connection { |c| c.execute("DROP SCHEMA #{@schema} CASCADE") }
-    Record.remove_connection
+    Strata::TestSupport::PostgresCluster.drop_schema(Record, @schema)
   end
 
   def store

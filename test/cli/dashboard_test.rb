@@ -46,7 +46,7 @@ class DashboardCommandTest < Minitest::Test
     assert_equal 2, JSON.parse(data.body)["stats"]["l1"]["entries"]
     assert_equal "200", page.code
     assert_includes page["set-cookie"], "HttpOnly; SameSite=Strict"
-    assert_equal "403", refused.code
+    assert_equal "401", refused.code
     assert_equal 0, @wait_thread.join(DEADLINE)&.value&.exitstatus
   end
 

@@ -224,13 +224,62 @@ class StatsCommandTest < Minitest::Test
     assert_equal [1, 1, 1], snapshots.map { |snapshot| snapshot[:l1][:entries] }
   end
 
+  # Nothing could be read: the error is shown, and the exit status is 1.
   def test_a_file_that_is_not_a_table_is_reported_and_left_alone
     File.write(@l1_path, "not a table")
 
-    l1 = stats_json(@l1_path)[:l1]
+    out, _err, status = run_stats("--json", @l1_path)
 
-    assert_match(/not a Strata L1 table/, l1[:error])
+    assert_equal 1, status.exitstatus, "no tier could be read"
+    assert_match(/not a Strata L1 table/, JSON.parse(out, symbolize_names: true)[:l1][:error])
     assert_equal "not a table", File.read(@l1_path)
+  end
+
+  # A config file's relative paths are its directory's, whatever the current directory; run
+  # without Bundler or -I, exe/strata finds its own lib.
+  def test_a_configs_relative_paths_are_its_own_directorys_and_the_exe_finds_its_lib
+    new_store(sql: {path: @sqlite_path}).write("k", "v")
+    Dir.mkdir(File.join(@dir, "config"))
+    config = File.join(@dir, "config", "strata.yml")
+    File.write(config, {"sql" => {"path" => "../cache.sqlite3"}}.to_yaml)
+
+    out, err, status = Open3.capture3({"BUNDLE_GEMFILE" => nil, "RUBYOPT" => nil}, RbConfig.ruby, EXE, "stats", "--json", "--config", config,
+      chdir: "/")
+
+    assert status.success?, err
+    assert_equal 1, JSON.parse(out, symbolize_names: true)[:sql][:rows]
+  end
+
+  # A directory this user may not enter (another user's 0700 one): the error names it, not
+  # "no such file". As root (who enters any directory) the look is made by a child that has
+  # become nobody; otherwise the directory is made 0000.
+  def test_a_directory_this_user_may_not_enter_is_named
+    closed = File.join(@dir, "closed")
+    Dir.mkdir(closed, 0o700)
+    path = File.join(closed, "app.l1")
+    File.write(path, "x")
+    message = if Process.euid.zero?
+      reader, writer = IO.pipe
+      pid = fork_tracked do
+        reader.close
+        Process::Sys.setgid(65_534)
+        Process::Sys.setuid(65_534)
+        writer.write(refusal(path))
+        writer.close
+        true
+      end
+      writer.close
+      text = reader.read
+      assert_equal 0, reap_child(pid)&.exitstatus
+      text
+    else
+      File.chmod(0o000, closed)
+      refusal(path)
+    end
+    assert_match(/is not open to this user \(uid \d+; it is uid \d+'s, mode 700\): run as the app's user/, message)
+    refute_match(/no such file/, message)
+  ensure
+    File.chmod(0o700, closed) if closed && File.exist?(closed)
   end
 
   def test_bad_usage_exits_2
@@ -270,6 +319,14 @@ class StatsCommandTest < Minitest::Test
     "127.0.0.1:#{server.addr[1]}"
   ensure
     server&.close
+  end
+
+  # The message L1Table refuses path with.
+  def refusal(path)
+    Strata::CLI::L1Table.new(path).stats
+    "no refusal"
+  rescue Strata::CLI::L1Table::Refused => error
+    error.message
   end
 
   def stats_json(*args)

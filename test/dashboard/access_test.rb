@@ -40,9 +40,22 @@ class DashboardAccessTest < Minitest::Test
     wrong = app.call(env("/data.json", "HTTP_AUTHORIZATION" => "Bearer #{TOKEN}x"))
     missing = app.call(env("/data.json"))
 
-    assert_equal [200, 403, 403], [good, wrong, missing].map(&:first)
+    assert_equal [200, 401, 401], [good, wrong, missing].map(&:first)
     assert_equal 1, JSON.parse(good[2].join)["stats"]["l1"]["entries"]
     [wrong, missing].each { |(_, _, body)| refute_includes body.join, "secret" }
+  end
+
+  # A browser asks for credentials after a 401 with WWW-Authenticate; the token is the password.
+  def test_a_refusal_asks_for_basic_credentials_and_the_token_as_password_is_let_in
+    app = dashboard(token: TOKEN)
+
+    status, headers, = app.call(env("/"))
+    basic = ->(password) { app.call(env("/data.json", "HTTP_AUTHORIZATION" => "Basic #{["admin:#{password}"].pack("m0")}")) }
+
+    assert_equal 401, status
+    assert_equal %(Basic realm="Strata dashboard", charset="UTF-8"), headers["www-authenticate"]
+    assert_equal [200, 401], [basic.call(TOKEN).first, basic.call("#{TOKEN}x").first]
+    assert_equal 401, app.call(env("/data.json", "HTTP_AUTHORIZATION" => "Basic !!!")).first
   end
 
   def test_a_query_token_sets_an_http_only_strict_cookie_that_lets_later_requests_in
@@ -57,7 +70,7 @@ class DashboardAccessTest < Minitest::Test
     assert_equal 200, status
     assert_equal "strata_dashboard=#{value}; Path=/strata; HttpOnly; SameSite=Strict", cookie
     refute_includes cookie, TOKEN
-    assert_equal [200, 403], [later.first, forged.first]
+    assert_equal [200, 401], [later.first, forged.first]
   end
 
   def test_the_cookie_is_secure_over_https
@@ -79,6 +92,10 @@ class DashboardAccessTest < Minitest::Test
     assert_equal [200, 403], [allowed.first, refused.first]
     assert_equal "Strata dashboard: the application's authorization refused this request.\n", refused[2].join
     assert_equal ["/data.json"] * 2, seen
+
+    both = dashboard(token: TOKEN, authorize: ->(_env) { false }).call(env("/data.json"))
+    assert_equal 401, both.first
+    assert_match(/\AStrata dashboard: the application's authorization refused this request, and a valid token is needed/, both[2].join)
   end
 
   def test_mounted_under_a_path_the_page_links_its_assets_there

@@ -114,9 +114,21 @@ class DashboardPageTest < Minitest::Test
     dom = Chromium.dump_dom(url("/"))
     responses = ["/", "/data.json", "/data.json?token=wrong-#{TOKEN}", "/dashboard.js"].map { |path| Net::HTTP.get_response(URI(url(path))) }
 
-    assert_includes dom, "a valid token is needed"
-    assert_equal %w[403 403 403 403], responses.map(&:code)
+    assert_equal %w[401 401 401 401], responses.map(&:code)
+    responses.each { |response| assert_equal %(Basic realm="Strata dashboard", charset="UTF-8"), response["www-authenticate"] }
+    assert_includes responses.first.body, "a valid token is needed"
     [dom, *responses.map(&:body)].each { |body| refute_match(/user|posts/, body) }
+  end
+
+  # What a browser sends once it asked for credentials after the 401: the token as the password
+  # lets the page in, and its own requests (the data, the script) with it.
+  def test_the_token_as_a_basic_password_lets_the_browser_in
+    traffic_between_snapshots
+    @sampler.publish
+
+    dom = Chromium.dump_dom("http://admin:#{TOKEN}@127.0.0.1:#{@server.port}/")
+
+    assert_includes dom, %(id="status" class="status">live<)
   end
 
   private

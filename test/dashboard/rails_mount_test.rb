@@ -39,7 +39,7 @@ class DashboardRailsMountTest < Minitest::Test
     assert_equal 200, page.status
     assert_includes page.body, %(<script src="/admin/strata/dashboard.js" defer>)
     assert_includes page["set-cookie"], "Path=/admin/strata; HttpOnly; SameSite=Strict"
-    assert_equal [200, 200, 403], [script.status, data.status, refused.status]
+    assert_equal [200, 200, 401], [script.status, data.status, refused.status]
     assert_equal 1, JSON.parse(data.body)["stats"]["l1"]["entries"]
   end
 

@@ -69,11 +69,15 @@ class DashboardSamplerTest < Minitest::Test
   def test_one_event_in_every_is_counted_and_long_keys_are_cut
     store = new_store
     sampler = start(store, every: 3)
-    long = "k" * 100
+    long = "views/posts/index:#{"k" * 80}/posts/12345"
 
     9.times { store.read(long) }
 
-    assert_equal [["k" * Strata::Dashboard::Sampler::KEY_BYTES, 3, 3]], sampler.sample[:misses]
+    cut = sampler.sample[:misses].first.first
+    assert_equal [[cut, 3, 3]], sampler.sample[:misses]
+    assert_equal Strata::Dashboard::Sampler::KEY_BYTES, cut.bytesize
+    assert cut.start_with?("views/posts/index:"), cut
+    assert cut.end_with?("kkk/posts/12345"), "the tail, where the record ids are, is kept: #{cut}"
   end
 
   def test_it_publishes_at_most_once_a_second

@@ -56,7 +56,7 @@ class DashboardVMWatchTest < Minitest::Test
     refute_empty report["deltas"]
     assert_equal [PLANTED_AT], report["sites"]
     assert_match(/\A\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\z/, report["time"])
-    assert_equal 403, refused.status
+    assert_equal 401, refused.status
     refute_includes refused.body, "plant"
   end
 

@@ -414,18 +414,6 @@ class TriggersGeneratorSQLiteTest < Minitest::Test
     assert_changed(%w[バグ/1 バグ], changes_of("UPDATE \"バグ\" SET title = 'y' WHERE id = 1"))
   end
 
-  # A model's after_commit bump of a tag its row's trigger wrote as text comes after the
-  # conversion: the version it sets is the one that stays.
-  def test_a_version_set_through_the_tier_converts_the_raw_tags_before_it
-    migrate(%w[bugs])
-    sqlite3("UPDATE bugs SET title = 'y' WHERE id = 42")
-    key = format(Strata::Dependencies::KEY_FORMAT, id("bugs/42"))
-    assert @tier.set(key, [7].pack("Q<"))
-    assert_empty raw_tags, "converted first"
-    assert_equal 7, versions[id("bugs/42")], "the version set last stays"
-    assert_includes versions.keys, id("bugs"), "the other raw tags converted too"
-  end
-
   def test_a_rollback_appends_nothing
     migrate(%w[bugs])
     sqlite3("BEGIN; UPDATE bugs SET title = 'y' WHERE id = 42; ROLLBACK;")

@@ -2,7 +2,6 @@
 
 require_relative "store_case"
 require "action_controller"
-require "securerandom"
 require "strata/model"
 require "strata/tiers/sql"
 require "support/postgres_cluster"
@@ -25,8 +24,8 @@ class StrataStoreFragmentsTest < Strata::StoreCase
 
   def setup
     connect
-    Record.connection_pool.with_connection { |c| c.create_table(:posts) { |t| t.string :title } }
-    Strata::Tiers::SQL.create_table!(Record)
+    record.connection_pool.with_connection { |c| c.create_table(:posts) { |t| t.string :title } }
+    Strata::Tiers::SQL.create_table!(record)
     Strata::Model.cache_store = store
     Controller.cache_store = store
     Controller.perform_caching = true
@@ -39,15 +38,25 @@ class StrataStoreFragmentsTest < Strata::StoreCase
   end
 
   def connect
-    Record.establish_connection(adapter: "sqlite3", database: File.join(@tmpdir, "app.sqlite3"))
+    record.establish_connection(adapter: "sqlite3", database: File.join(@tmpdir, "app.sqlite3"))
   end
 
   def disconnect
-    Record.remove_connection
+    record.remove_connection
   end
 
   def store
-    @store ||= build_store(sql: {connection_class: Record})
+    @store ||= build_store(sql: {connection_class: record})
+  end
+
+  # This class's models: each test class has its own (Active Record caches statements per
+  # model class, and the subclass below is on another database).
+  def record
+    self.class::Record
+  end
+
+  def post_class
+    self.class::Post
   end
 
   def render(template, **locals)
@@ -86,43 +95,47 @@ class StrataStoreFragmentsTest < Strata::StoreCase
   # `cache post` and `tags: post`: a Strata::Model record tags the fragment with its record tag,
   # a relation with its model's collection tag.
   def test_records_and_relations_in_the_name_or_tags_tag_the_fragment
-    post = Post.create!(title: "first")
+    post = post_class.create!(title: "first")
     keyed = "<% cache [post, 'title'] do %><%= body.call %><% end %>"
     assert_equal "first", render(keyed, post: post, body: -> { post.title })
-    Post.where(id: post.id).update_all(title: "second") # no callback, no new updated_at
+    post_class.where(id: post.id).update_all(title: "second") # no callback, no new updated_at
     store.invalidate_tags(post.cache_tag)
-    assert_equal "second", render(keyed, post: post, body: -> { Post.find(post.id).title }), "the name's record tags it"
+    assert_equal "second", render(keyed, post: post, body: -> { post_class.find(post.id).title }), "the name's record tags it"
 
     listed = "<% cache 'list', tags: posts do %><%= body.call %><% end %>"
-    assert_equal "1 post", render(listed, posts: Post.all, body: -> { "#{Post.count} post" })
-    Post.create!(title: "another") # after_commit: the collection tag
-    assert_equal "2 posts", render(listed, posts: Post.all, body: -> { "#{Post.count} posts" }), "a relation in tags:"
+    assert_equal "1 post", render(listed, posts: post_class.all, body: -> { "#{post_class.count} post" })
+    post_class.create!(title: "another") # after_commit: the collection tag
+    assert_equal "2 posts", render(listed, posts: post_class.all, body: -> { "#{post_class.count} posts" }), "a relation in tags:"
   end
 
   def test_tags_take_records_and_models_at_the_api_too
-    post = Post.create!(title: "first")
+    post = post_class.create!(title: "first")
     store.fetch("json", tags: post) { "v1" }
-    store.write("index", "all", tags: Post)
+    store.write("index", "all", tags: post_class)
     post.update!(title: "changed")
     assert_nil store.read("json")
     assert_nil store.read("index")
-    assert_raises(ArgumentError) { store.fetch("k", tags: Post.new) { "unsaved" } }
+    assert_raises(ArgumentError) { store.fetch("k", tags: post_class.new) { "unsaved" } }
     assert_raises(ArgumentError) { store.fetch("k", tags: Object.new) { "v" } }
   end
 end
 
 # The same on PostgreSQL: the models and the SQL tier in a schema of the test's own.
 class StrataStoreFragmentsPostgresTest < StrataStoreFragmentsTest
+  class Record < ActiveRecord::Base
+    self.abstract_class = true
+  end
+
+  class Post < Record
+    self.table_name = "posts"
+    include Strata::Model
+  end
+
   def connect
-    @schema = "strata_frag_#{SecureRandom.hex(4)}"
-    url = Strata::TestSupport::PostgresCluster.url
-    Record.establish_connection(url)
-    Record.connection_pool.with_connection { |c| c.execute("CREATE SCHEMA #{@schema}") }
-    Record.establish_connection("#{url}?schema_search_path=#{@schema}&min_messages=warning")
+    @schema = Strata::TestSupport::PostgresCluster.connect_to_new_schema(record, "strata_frag")
   end
 
   def disconnect
-    Record.connection_pool.with_connection { |c| c.execute("DROP SCHEMA #{@schema} CASCADE") }
-    Record.remove_connection
+    Strata::TestSupport::PostgresCluster.drop_schema(record, @schema)
   end
 end

@@ -1,5 +1,6 @@
 # frozen_string_literal: true
 
+require "securerandom"
 require "support/scripted_server"
 
 module Strata
@@ -22,6 +23,22 @@ module Strata
         return if !Dir["/usr/lib/postgresql/*/bin/pg_ctl"].empty? || !ENV["STRATA_POSTGRES_BIN"].to_s.empty?
 
         raise NOT_INSTALLED
+      end
+
+      # Connects record_class to a schema of its own (named prefix and random hex, made here) on
+      # the shared server, as its search path; the schema's name. drop_schema drops it.
+      def self.connect_to_new_schema(record_class, prefix)
+        schema = "#{prefix}_#{SecureRandom.hex(4)}"
+        record_class.establish_connection(url)
+        record_class.connection_pool.with_connection { |c| c.execute("CREATE SCHEMA #{schema}") }
+        record_class.establish_connection("#{url}?schema_search_path=#{schema}&min_messages=warning")
+        schema
+      end
+
+      # Drops schema (with everything in it) and disconnects record_class.
+      def self.drop_schema(record_class, schema)
+        record_class.connection_pool.with_connection { |c| c.execute("DROP SCHEMA #{schema} CASCADE") }
+        record_class.remove_connection
       end
 
       # initdb, start and create the database; the URL.

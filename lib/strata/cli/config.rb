@@ -8,7 +8,8 @@ module Strata
     # :strata_store) read from a file, or an L1 table file alone.
     #
     # A .rb file is evaluated and must return that Hash; any other file is read as YAML (symbol
-    # keys accepted). For the SQL tier, sql: {url: "postgres://..."} names a database by URL
+    # keys accepted). A relative l1: or sql: path is the config file's directory's, not the
+    # current directory's. For the SQL tier, sql: {url: "postgres://..."} names a database by URL
     # besides the store's path: and connection_class: (the latter only from a Ruby file). L1 is
     # looked at where the store would have one: l1: given, or neither memcached: nor sql:; its
     # path defaults to the store's (SharedMemory.default_name), the app and environment given
@@ -24,8 +25,19 @@ module Strata
         end
         raise ArgumentError, "#{file}: expected a Hash of store options, got #{options.class}" unless options.is_a?(Hash)
 
-        new(**options.transform_keys(&:to_sym).slice(:l1, :memcached, :sql, :namespace, :app, :env))
+        options = options.transform_keys(&:to_sym)
+        dir = File.dirname(File.expand_path(file))
+        %i[l1 sql].each { |tier| options[tier] = beside(options[tier], dir) if options[tier].is_a?(Hash) }
+        new(**options.slice(:l1, :memcached, :sql, :namespace, :app, :env))
       end
+
+      # tier options with a relative path: made absolute against dir (the config file's).
+      def self.beside(tier, dir)
+        tier = tier.transform_keys(&:to_sym)
+        path = tier[:path]
+        (path.is_a?(String) && !path.empty? && !path.start_with?("/")) ? tier.merge(path: File.expand_path(path, dir)) : tier
+      end
+      private_class_method :beside
 
       def self.from_path(path)
         new(l1: {path: path})

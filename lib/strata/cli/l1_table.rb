@@ -87,7 +87,13 @@ module Strata
       end
 
       def read_header
-        raise Refused, "#{@path}: no such file" unless File.file?(@path)
+        unless File.file?(@path)
+          closed = unreachable_directory
+          raise Refused, "#{@path}: no such file" unless closed
+
+          raise Refused, "#{@path}: #{closed} is not open to this user (uid #{Process.uid}; it is uid " \
+            "#{File.stat(closed).uid}'s, mode #{format("%o", File.stat(closed).mode & 0o777)}): run as the app's user"
+        end
 
         bytes = File.open(@path, "rb") { |f| f.pread(HEADER_BYTES, 0) }
         raise Refused, "#{@path}: not a Strata L1 table (too short)" if bytes.bytesize < HEADER_BYTES
@@ -107,6 +113,19 @@ module Strata
         return unless boot && header[:created_ms] < boot * 1000
 
         raise Refused, "#{@path}: built before the last reboot (the app's next open rebuilds it)"
+      end
+
+      # The nearest directory above the path that exists and that this user may not enter (a
+      # 0700 directory of another user), or nil.
+      def unreachable_directory
+        dir = File.dirname(@path)
+        # Bound: the path's depth.
+        until dir == File.dirname(dir)
+          return dir if File.directory?(dir) && !File.executable?(dir)
+
+          dir = File.dirname(dir)
+        end
+        nil
       end
 
       # The slots option that makes SharedMemory resolve exactly the header's geometry: the

@@ -19,12 +19,14 @@ module Strata
     class Stats
       INTERVAL = 1 # seconds between refreshes with --watch
 
-      # Exit status: 0 after printing, 1 for a config file that can't be used, 2 for bad usage.
+      # Exit status: 0 after printing, 1 for a config file that can't be used or when no tier
+      # could be read (the last snapshot's), 2 for bad usage.
       def self.run(argv, out: $stdout, err: $stderr)
         options = Options.new(argv)
         config = options.config ? Config.from_file(options.config) : Config.from_path(options.path)
-        new(config, out: out, interval: options.interval || INTERVAL).run(watch: options.watch, count: options.count, json: options.json)
-        0
+        stats = new(config, out: out, interval: options.interval || INTERVAL)
+        stats.run(watch: options.watch, count: options.count, json: options.json)
+        stats.none_read? ? 1 : 0
       rescue OptionParser::ParseError => e
         err.puts("strata stats: #{e.message}", Options::USAGE)
         2
@@ -75,10 +77,17 @@ module Strata
         result
       end
 
+      # Whether the last snapshot printed read no tier at all (each showed an error).
+      def none_read?
+        @none_read
+      end
+
       private
 
       def print_snapshot(json, watch)
         figures = snapshot
+        tiers = [figures[:l1], figures[:sql], *figures[:memcached]].compact
+        @none_read = !tiers.empty? && tiers.all? { |tier| tier.is_a?(Hash) && tier[:error] }
         if json
           @out.puts(JSON.generate(figures))
         else

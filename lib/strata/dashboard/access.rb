@@ -7,9 +7,11 @@ module Strata
   class Dashboard
     # Who may see the dashboard: a request the app's authorize callable accepts (given the Rack
     # env; the app wraps the dashboard in its own authentication), or one that carries the
-    # configured token, as "Authorization: Bearer TOKEN", as ?token=TOKEN (which also sets a
-    # cookie, so that the page's own requests need no token in their URL), or as that cookie.
-    # With neither a token nor authorize, every request is refused: a cache's keys leak data.
+    # configured token, as "Authorization: Bearer TOKEN", as a Basic password (any user name:
+    # what a browser asks for after a 401 with WWW-Authenticate), as ?token=TOKEN (which also
+    # sets a cookie, so that the page's own requests need no token in their URL), or as that
+    # cookie. With neither a token nor authorize, every request is refused: a cache's keys leak
+    # data.
     #
     # Tokens are compared through their SHA-256 digests with OpenSSL's fixed-length comparison,
     # in time that does not depend on where they differ. The cookie holds a digest derived from
@@ -19,7 +21,9 @@ module Strata
       MIN_TOKEN_BYTES = 16
       COOKIE_CONTEXT = "strata-dashboard cookie"
 
-      Decision = Struct.new(:allowed, :reason, :set_cookie)
+      # challenge: the refusal asks for credentials (401 with WWW-Authenticate, a token is
+      # configured); else it is final (403).
+      Decision = Struct.new(:allowed, :reason, :set_cookie, :challenge)
 
       def initialize(token:, authorize:)
         if !token.nil? && !(token.is_a?(String) && token.bytesize >= MIN_TOKEN_BYTES)
@@ -41,10 +45,14 @@ module Strata
           return Decision.new(false, reason)
         end
 
-        return Decision.new(true) if matches?(bearer(env), @token_digest) || matches?(cookie(env), @cookie_digest)
+        if matches?(bearer(env), @token_digest) || matches?(basic_password(env), @token_digest) || matches?(cookie(env), @cookie_digest)
+          return Decision.new(true)
+        end
         return Decision.new(true, nil, set_cookie(env)) if matches?(query_token(env), @token_digest)
 
-        Decision.new(false, "a valid token is needed (Authorization: Bearer TOKEN, or ?token=TOKEN)")
+        reason = "a valid token is needed (Authorization: Bearer TOKEN, the token as the password, or ?token=TOKEN)"
+        reason = "the application's authorization refused this request, and #{reason}" if @authorize
+        Decision.new(false, reason, nil, true)
       end
 
       private
@@ -60,6 +68,16 @@ module Strata
       def bearer(env)
         header = env["HTTP_AUTHORIZATION"].to_s
         header.delete_prefix("Bearer ") if header.start_with?("Bearer ")
+      end
+
+      # The password of Basic credentials (the user name is not looked at).
+      def basic_password(env)
+        header = env["HTTP_AUTHORIZATION"].to_s
+        return nil unless header.start_with?("Basic ")
+
+        header.delete_prefix("Basic ").unpack1("m").split(":", 2)[1]
+      rescue ArgumentError
+        nil
       end
 
       def query_token(env)

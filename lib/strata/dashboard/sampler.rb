@@ -19,8 +19,8 @@ module Strata
     #   Strata::Dashboard::Sampler.start(Rails.cache, every: 10)
     #
     # Subscribing to those events costs the store its unobserved fast path (UnobservedReads):
-    # every read then builds its event payload, sampled or not. Keys are kept cut to KEY_BYTES
-    # (keys that share those bytes count as one). Thread-safe: the lists are updated under a lock,
+    # every read then builds its event payload, sampled or not. Keys are kept cut to KEY_BYTES,
+    # head and tail (keys that share those bytes count as one). Thread-safe: the lists are updated under a lock,
     # taken only for sampled events. A forked child starts its sample afresh.
     class Sampler
       EVENTS = {read: "cache_read.active_support", generate: "cache_generate.active_support",
@@ -149,8 +149,15 @@ module Strata
         @slot = nil
       end
 
+      # name within KEY_BYTES: a longer one keeps its head and its tail (where Rails' fragment
+      # keys end with the record ids), "..." between.
       def cut(name)
-        name.to_s.byteslice(0, KEY_BYTES).force_encoding(Encoding::UTF_8).scrub("?")
+        name = name.to_s
+        return name.dup.force_encoding(Encoding::UTF_8).scrub("?") if name.bytesize <= KEY_BYTES
+
+        head = KEY_BYTES / 2
+        "#{name.byteslice(0, head)}...#{name.byteslice(name.bytesize - (KEY_BYTES - head - 3), KEY_BYTES - head - 3)}"
+          .force_encoding(Encoding::UTF_8).scrub("?")
       end
     end
   end

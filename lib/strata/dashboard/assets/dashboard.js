@@ -247,7 +247,9 @@
 
   function poll() {
     const status = document.getElementById("status");
-    fetch(base + "/data.json", { credentials: "same-origin", cache: "no-store" })
+    // From the origin, not the page's URL: fetch refuses a URL with credentials in it (a page
+    // opened as http://user:token@host/), and the browser sends its Basic ones by itself.
+    fetch(location.origin + base + "/data.json", { credentials: "same-origin", cache: "no-store" })
       .then((response) => {
         if (!response.ok) throw new Error("HTTP " + response.status);
         return response.json();

@@ -104,10 +104,6 @@ module Strata
           end
 
           binds = [tag_id(key), bytes.unpack1(VERSION_PACK)]
-          # SQLite's triggers leave raw tags for a poller to convert (RawTags): those written
-          # before this bump (a model's own row's, its after_commit bumping now) are converted
-          # first, or a late conversion would invalidate again what is built after this bump.
-          apply_raw_tags if operation == :set
           @database.run(operation) do |c|
             next @database.changed(c, operation, log_statements.version_add, binds) > 0 unless operation == :set
 
