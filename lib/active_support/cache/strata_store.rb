@@ -607,17 +607,15 @@ module ActiveSupport
         end
       end
 
-      # A fragment's tags: tags (as tags: takes them), and the tags of the Strata::Model records
-      # and relations in name (a name, or an Array of them), as Strings.
+      # A fragment's tags: tags (as tags: takes them; #tag_ids reads them), and the tags of the
+      # Strata::Model records and relations in name (a name, or an Array of them).
       def fragment_tags(name, tags)
-        found = (tags.is_a?(Array) ? tags : [tags]).compact.map { |tag| (tag.is_a?(String) || tag.is_a?(Symbol)) ? tag.to_s : (model_tag(tag) || tag) }
+        found = tags.is_a?(Array) ? tags.compact : [tags].compact
         (name.is_a?(Array) ? name.flatten : [name]).each do |part|
-          next if part.is_a?(String) || part.is_a?(Symbol)
-
-          tag = model_tag(part)
+          tag = model_tag(part) unless part.is_a?(String) || part.is_a?(Symbol)
           found << tag if tag
         end
-        found.uniq
+        found
       end
 
       # [[tag id, version], ...] for tags: their versions in as_of (a Strata::TagVersions), or
