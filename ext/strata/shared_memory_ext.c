@@ -29,13 +29,40 @@
 /* The Ruby object                                                                            */
 /* ------------------------------------------------------------------------------------------ */
 
+#define SHM_OLD_TABLES 8 /* retired tables kept mapped until the calls using them end */
+#define SHM_REOPEN_TRIES 2 /* a table that is retired again at once is a miss, not a loop */
+
+/* A rebuild by another process retires the table (strata_retired): every call takes the handle
+ * through shm_open_handle, which opens the path again when the table is retired, and the reads,
+ * writes and stamp checks look again after their work and, when it was done on a table retired
+ * meanwhile, open the new one and do it again there. The reopen holds the GVL (at most the
+ * flock wait, plus a build when the file at path needs one): a rebuild is rare. */
 typedef struct shm {
     strata_table *t;
+    const uint32_t *state; /* t's header state word (strata_state_word), loaded by every call */
     int users;  /* calls running without the GVL; close defers the unmap until they end */
     int closed;
     value_memo memo; /* large values already read, by key (value_memo.h) */
     strata_key_memo tag_keys; /* the hashes of tag version keys checked lately (stamp_check.h) */
+    char *path;                /* t's path, for a reopen */
+    strata_options opts;       /* t's options, adopt set: a reopen takes the file's geometry */
+    uint64_t reopens;          /* tables this handle opened again after a rebuild retired them */
+    int old_count;
+    strata_table *old[SHM_OLD_TABLES]; /* retired, unmapped once users is 0 */
 } shm;
+
+/* strata_retired, inline: the hot paths' check. */
+static inline int word_retired(const uint32_t *state)
+{
+    return __builtin_expect(__atomic_load_n(state, __ATOMIC_SEQ_CST) == STRATA_STATE_RETIRED, 0);
+}
+
+static void shm_close_old(shm *s)
+{
+    /* Bound: SHM_OLD_TABLES. */
+    for (int i = 0; i < s->old_count; i++) strata_close(s->old[i]);
+    s->old_count = 0;
+}
 
 /* Also drops the memo's entries that have lived through enough collections (value_memo.h). */
 static void shm_mark(void *p)
@@ -47,7 +74,9 @@ static void shm_free(void *p)
 {
     shm *s = p;
     if (s->t) strata_close(s->t);
+    shm_close_old(s);
     value_memo_free(&s->memo);
+    free(s->path);
     xfree(s);
 }
 
@@ -75,7 +104,31 @@ static VALUE shm_alloc(VALUE klass)
     return TypedData_Make_Struct(klass, shm, &shm_type, s);
 }
 
-/* The open table behind self; raises Strata::Error "closed" after close. */
+/* s->t is retired: open s->path again (adopting the geometry of the file there) and use that.
+ * 0 when it could not be opened; s->t is then still the retired table, which callers must not
+ * answer from. The old table is unmapped now, or by the last call still using it without the
+ * GVL (nogvl_done); past SHM_OLD_TABLES such tables it stays mapped for the process's life. */
+static int shm_reopen(shm *s)
+{
+    strata_table *t = NULL;
+    const char *reason = NULL;
+    int err = 0;
+
+    if (s->path == NULL || strata_open(s->path, &s->opts, &t, &reason, &err) != STRATA_OK) return 0;
+    if (s->users == 0)
+        strata_close(s->t);
+    else if (s->old_count < SHM_OLD_TABLES)
+        s->old[s->old_count++] = s->t;
+    s->t = t;
+    s->state = strata_state_word(t);
+    s->reopens++;
+    value_memo_clear(&s->memo); /* versions are per file */
+    memset(&s->tag_keys, 0, sizeof s->tag_keys); /* hashes are per file (its seed) */
+    return 1;
+}
+
+/* The open table behind self; raises Strata::Error "closed" after close, and Strata::TierError
+ * when a rebuild retired it and the new file can't be opened. */
 static shm *shm_open_handle(VALUE self)
 {
     shm *s;
@@ -83,7 +136,21 @@ static shm *shm_open_handle(VALUE self)
     if (s->t == NULL || s->closed) {
         rb_raise(strata_error_class("Strata::Error"), s->closed ? "closed" : "not opened");
     }
+    if (word_retired(s->state) && !shm_reopen(s))
+        rb_raise(strata_error_class("Strata::TierError"), "%s", strata_strerror(STRATA_ERETIRED));
     return s;
+}
+
+/* After work done on t, found retired (word_retired) since: 1 when s now has the new table, so
+ * the work is to be done again. tries counts the times it answered 1 for this work: past
+ * SHM_REOPEN_TRIES, or when the new file can't be opened, *st becomes STRATA_ERETIRED and it
+ * answers 0 (the work's result is not to be used). */
+static int shm_redo(shm *s, strata_table *t, int *tries, strata_status *st)
+{
+    if (s->t != t) return ++*tries <= SHM_REOPEN_TRIES; /* another thread reopened meanwhile */
+    if (++*tries <= SHM_REOPEN_TRIES && shm_reopen(s)) return 1;
+    *st = STRATA_ERETIRED;
+    return 0;
 }
 
 strata_table *strata_shm_table(VALUE self) { return shm_open_handle(self)->t; }
@@ -145,9 +212,12 @@ static VALUE nogvl_body(VALUE p)
 static VALUE nogvl_done(VALUE p)
 {
     nogvl_call *c = (nogvl_call *)p;
-    if (c->s && --c->s->users == 0 && c->s->closed && c->s->t) {
-        strata_close(c->s->t);
-        c->s->t = NULL;
+    if (c->s && --c->s->users == 0) {
+        shm_close_old(c->s);
+        if (c->s->closed && c->s->t) {
+            strata_close(c->s->t);
+            c->s->t = NULL;
+        }
     }
     return Qnil;
 }
@@ -262,31 +332,56 @@ static void *write_blocking(void *p)
     return NULL;
 }
 
-/* Try the shard lock with the GVL held; if it is busy, copy key and value (the Ruby strings
- * may change or move once the GVL is released) and wait for it without the GVL. */
-static strata_status shm_write(shm *s, strata_write_req *req)
+/* req on t: try the shard lock with the GVL held (unless tried, with st its answer); if it is
+ * busy, copy key and value (the Ruby strings may change or move once the GVL is released) into
+ * *tmp, once, point req at the copy, and wait for it without the GVL. */
+static strata_status shm_write_on(shm *s, strata_table *t, strata_write_req *req, VALUE *tmp, int tried,
+                                  strata_status st)
 {
-    strata_status st = strata_write(s->t, req, 0);
-    VALUE tmp = 0;
     char *copy;
     write_call w;
 
+    if (!tried) st = strata_write(t, req, 0);
     if (st != STRATA_BUSY) return st;
-    copy = ALLOCV(tmp, req->key_len + req->head_len + req->value_len + 1);
-    memcpy(copy, req->key, req->key_len);
-    if (req->head_len) memcpy(copy + req->key_len, req->head, req->head_len);
-    if (req->value_len) memcpy(copy + req->key_len + req->head_len, req->value, req->value_len);
-    req->key = copy;
-    req->value = copy + req->key_len;
-    req->value_len += req->head_len;
-    req->head = NULL;
-    req->head_len = 0;
-    w.t = s->t;
+    if (*tmp == 0) {
+        copy = ALLOCV(*tmp, req->key_len + req->head_len + req->value_len + 1);
+        memcpy(copy, req->key, req->key_len);
+        if (req->head_len) memcpy(copy + req->key_len, req->head, req->head_len);
+        if (req->value_len) memcpy(copy + req->key_len + req->head_len, req->value, req->value_len);
+        req->key = copy;
+        req->value = copy + req->key_len;
+        req->value_len += req->head_len;
+        req->head = NULL;
+        req->head_len = 0;
+    }
+    w.t = t;
     w.req = req;
     w.st = STRATA_BUSY;
     run_without_gvl(s, write_blocking, &w);
-    ALLOCV_END(tmp);
     return w.st;
+}
+
+/* The write req on s's table, done again on the new table when a rebuild retired it meanwhile
+ * (shm_redo): a write or delete that landed in the old file after the rename is not lost. */
+static strata_status shm_write(shm *s, strata_write_req *req)
+{
+    VALUE tmp = 0;
+    strata_table *t = s->t;
+    const uint32_t *state = s->state;
+    strata_status st = strata_write(t, req, 0);
+    int tries = 0, tried = 1;
+
+    if (st != STRATA_BUSY && !word_retired(state)) return st; /* the usual case */
+    /* Bound: SHM_REOPEN_TRIES + 1 writes. */
+    for (;;) {
+        st = shm_write_on(s, t, req, &tmp, tried, st);
+        if (!word_retired(state) || !shm_redo(s, t, &tries, &st)) break;
+        t = s->t;
+        state = s->state;
+        tried = 0;
+    }
+    if (tmp) ALLOCV_END(tmp);
+    return st;
 }
 
 /* set/add/cas: true when stored, false when not stored or the lock timed out. */
@@ -527,9 +622,21 @@ static VALUE shm_read_key(shm *s, const char *key, size_t key_len, uint64_t *cas
 {
     read_sink r = {s, key, key_len, Qnil, Qnil, 0};
     strata_sink sink = {sink_reserve, &r};
-    strata_status st;
+    strata_table *t = s->t;
+    const uint32_t *state = s->state;
+    strata_status st = strata_get(t, key, key_len, &sink, cas);
+    int tries = 0;
 
-    st = strata_get(s->t, key, key_len, &sink, cas);
+    /* Bound: SHM_REOPEN_TRIES more gets (shm_redo). */
+    while (word_retired(state)) {
+        if (!shm_redo(s, t, &tries, &st)) {
+            if (st == STRATA_ERETIRED) st = STRATA_NOT_FOUND; /* the retired table answers nothing */
+            break;
+        }
+        t = s->t;
+        state = s->state;
+        st = strata_get(t, key, key_len, &sink, cas);
+    }
     if (st == STRATA_OK ? counted != 0 : counted > 1) count_l1(s, key, st == STRATA_OK ? STRATA_TC_HITS : STRATA_TC_MISSES);
     if (st == STRATA_ENOMEM) rb_memerror();
     if (st != STRATA_OK) return Qnil;
@@ -594,6 +701,15 @@ static VALUE shm_get_multi(VALUE self, VALUE keys)
     return found;
 }
 
+/* strata_entry_stamps_check on s's table; UNKNOWN when a rebuild retired it meanwhile (the
+ * versions it read may be older than the new table's). */
+static strata_stamps stamps_check(shm *s, const char *bytes, size_t len)
+{
+    const uint32_t *state = s->state;
+    strata_stamps answer = strata_entry_stamps_check(s->t, bytes, len, &s->tag_keys);
+    return word_retired(state) ? STRATA_STAMPS_UNKNOWN : answer;
+}
+
 /* check_stamps(bytes): true when every dependency stamp of the entry bytes equals the tag
  * version this table holds, false when one differs, nil when some could not be settled here
  * (stamp_check.h). No Ruby object is made and no Ruby code runs. */
@@ -605,7 +721,7 @@ static VALUE shm_check_stamps(VALUE self, VALUE bytes)
     if (!RB_TYPE_P(bytes, T_STRING))
         rb_raise(rb_eTypeError, "value must be a String, not %s", rb_obj_classname(bytes));
     s = shm_open_handle(self);
-    answer = strata_entry_stamps_check(s->t, RSTRING_PTR(bytes), (size_t)RSTRING_LEN(bytes), &s->tag_keys);
+    answer = stamps_check(s, RSTRING_PTR(bytes), (size_t)RSTRING_LEN(bytes));
     RB_GC_GUARD(bytes);
     if (answer == STRATA_STAMPS_CURRENT) return Qtrue;
     return answer == STRATA_STAMPS_STALE ? Qfalse : Qnil;
@@ -627,7 +743,7 @@ static VALUE shm_get_current(VALUE self, VALUE key)
     /* The read may have allocated, and so collected: the handle is taken again. */
     s = shm_open_handle(self);
     if (strata_entry_stamped(RSTRING_PTR(v), (size_t)RSTRING_LEN(v)))
-        answer = strata_entry_stamps_check(s->t, RSTRING_PTR(v), (size_t)RSTRING_LEN(v), &s->tag_keys);
+        answer = stamps_check(s, RSTRING_PTR(v), (size_t)RSTRING_LEN(v));
     RB_GC_GUARD(v);
     if (answer != STRATA_STAMPS_CURRENT) return Qfalse;
     count_l1(s, RSTRING_PTR(key), STRATA_TC_HITS);
@@ -659,7 +775,7 @@ static int plain_answer(VALUE self, VALUE v, const char *key, VALUE *value)
     int stamped = 0, kind = strata_entry_plain(RSTRING_PTR(v), (size_t)RSTRING_LEN(v), &at, &stamped);
 
     if (kind ? stamped : strata_entry_stamped(RSTRING_PTR(v), (size_t)RSTRING_LEN(v))) {
-        if (strata_entry_stamps_check(s->t, RSTRING_PTR(v), (size_t)RSTRING_LEN(v), &s->tag_keys) !=
+        if (stamps_check(s, RSTRING_PTR(v), (size_t)RSTRING_LEN(v)) !=
             STRATA_STAMPS_CURRENT)
             return PLAIN_MISS;
     }
@@ -856,6 +972,7 @@ static VALUE shm_stats(VALUE self)
     hash_put(h, "memo_entries", s->memo.entries);
     hash_put(h, "memo_bytes", s->memo.bytes);
     hash_put(h, "memo_old_dropped_bytes", s->memo.old_dropped);
+    hash_put(h, "reopens", s->reopens);
     return h;
 }
 
@@ -901,8 +1018,9 @@ static VALUE shm_close(VALUE self)
     if (s->closed) return Qnil;
     s->closed = 1;
     value_memo_free(&s->memo);
-    if (s->users == 0 && s->t) {
-        strata_close(s->t);
+    if (s->users == 0) {
+        shm_close_old(s);
+        if (s->t) strata_close(s->t);
         s->t = NULL;
     }
     return Qnil;
@@ -965,6 +1083,10 @@ static VALUE shm_open(VALUE self, VALUE path, VALUE size, VALUE shards, VALUE se
     switch (o.st) {
     case STRATA_OK:
         s->t = o.t;
+        s->state = strata_state_word(o.t);
+        s->path = strdup(o.path); /* NULL (no memory): a retired table then can't be reopened */
+        s->opts = o.opts;
+        s->opts.adopt = 1;
         return o.reason ? rb_str_new_cstr(o.reason) : Qnil;
     case STRATA_EUNSAFE:
     case STRATA_EUNSAFE_DIR:

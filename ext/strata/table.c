@@ -44,6 +44,7 @@
 #define ITEM_HDR 24u
 #define STATE_INITIALIZING 1u
 #define STATE_READY 2u
+#define STATE_RETIRED STRATA_STATE_RETIRED /* a rebuilder is about to rename another file over this one */
 #define SLOT_REF (1ULL << 63)
 #define TAG_MASK 0x7FFFFFFFu
 #define SEQ_ONE (1ULL << 32)   /* a bucket word's seq is its high 32 bits; this is seq 1 (odd) */
@@ -191,6 +192,7 @@ static const char *const status_messages[STRATA_STATUS_COUNT] = {
     [STRATA_EUNSAFE_DIR] = "refusing the file's directory: owned by another user, writable by group or others, "
                            "or a symlink",
     [STRATA_EFOREIGN] = "not a Strata table (no table magic number); refusing to overwrite it, remove it yourself",
+    [STRATA_ERETIRED] = "the table file was replaced by a rebuild, and opening the new one failed",
 };
 
 const char *strata_strerror(strata_status status)
@@ -1531,6 +1533,7 @@ static const char *file_validate(int fd, const struct stat *st, const strata_geo
     if (h.magic != MAGIC) return "wrong magic number";
     if (h.version != LAYOUT_VERSION) return "foreign layout version";
     if (h.fingerprint != layout_fingerprint()) return "struct-size fingerprint differs (another build)";
+    if (h.state == STATE_RETIRED) return "retired by a rebuild that did not finish";
     if (h.state != STATE_READY) return "initialisation never completed";
     if (h.check != header_check(&h)) return "header checksum mismatch";
     if (boot_id_differs(h.boot_id, boot_id_now()))
@@ -1639,8 +1642,31 @@ sys_fail:
     return STRATA_EIO;
 }
 
+/* Mark the READY file on fd (of size bytes, held under its flock) retired, before a rebuild
+ * renames another file over it: every process mapping it sees the mark at its next operation
+ * (strata_retired) and opens the new file. Written through a mapping of the header page, with
+ * one atomic store, as readers load it; a file that is not READY has no readers to tell. */
+static void file_retire(int fd, uint64_t size)
+{
+    struct file_header *h;
+
+    if (size < HEADER_BYTES) return;
+    h = mmap(NULL, HEADER_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (h == MAP_FAILED) return;
+    if (h->magic == MAGIC) {
+        uint32_t ready = STATE_READY;
+        __atomic_compare_exchange_n(&h->state, &ready, STATE_RETIRED, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+    }
+    munmap(h, HEADER_BYTES);
+}
+
+const uint32_t *strata_state_word(const strata_table *t) { return &((const struct file_header *)t->base)->state; }
+
+int strata_retired(const strata_table *t) { return __atomic_load_n(strata_state_word(t), __ATOMIC_SEQ_CST) == STATE_RETIRED; }
+
 /* Build a fresh file next to name (in dirfd) and rename it over name. Processes mapping the old
- * file keep their mapping of the old inode. */
+ * file keep their mapping of the old inode; the caller has retired it (file_retire) so that
+ * they notice. */
 static strata_status file_rebuild(int dirfd, const char *name, const strata_geometry *g, uint8_t **base,
                                   int *err)
 {
@@ -1888,6 +1914,7 @@ static strata_status file_open_once(int dirfd, const char *name, const strata_ge
     } else if (!file_has_magic(fd)) {
         st = STRATA_EFOREIGN;
     } else {
+        file_retire(fd, (uint64_t)fst.st_size);
         st = file_rebuild(dirfd, name, g, base, err);
     }
 unlock:
@@ -1907,6 +1934,38 @@ sys_fail:
     return STRATA_EIO;
 }
 
+/* The geometry of the table file at name in dirfd, into *g, when it is a READY table whose
+ * header resolves to itself; 0 otherwise (g untouched). Read with pread, unlocked: whatever it
+ * answers, file_open_once validates the file against g again before mapping it. */
+static int file_geometry(int dirfd, const char *name, uint64_t lock_timeout_ns, strata_geometry *g)
+{
+    struct file_header h;
+    strata_geometry found;
+    strata_options o;
+    const char *what;
+    int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    ssize_t n;
+
+    if (fd < 0) return 0;
+    n = pread(fd, &h, sizeof h, 0);
+    close(fd);
+    if (n != (ssize_t)sizeof h || h.magic != MAGIC || h.version != LAYOUT_VERSION || h.state != STATE_READY ||
+        h.check != header_check(&h) || h.shards == 0)
+        return 0;
+    memset(&o, 0, sizeof o);
+    o.size = h.file_size;
+    o.shards = h.shards;
+    o.segment_size = h.segment_size;
+    o.slots = (uint64_t)h.shards * h.buckets_per_shard * STRATA_SLOTS_PER_BUCKET;
+    o.lock_timeout_ns = lock_timeout_ns;
+    if (strata_geometry_resolve(&o, &found, &what) != STRATA_OK || found.buckets_per_shard != h.buckets_per_shard ||
+        found.segments_per_shard != h.segments_per_shard || found.index_offset != h.index_offset ||
+        found.data_offset != h.data_offset || found.ctl_offset != h.ctl_offset)
+        return 0;
+    *g = found;
+    return 1;
+}
+
 strata_status strata_open(const char *path, const strata_options *opts, strata_table **out,
                           const char **rebuilt_reason, int *sys_errno)
 {
@@ -1921,6 +1980,7 @@ strata_status strata_open(const char *path, const strata_options *opts, strata_t
     if (st != STRATA_OK) return st;
     st = dir_open(path, &dirfd, &name, sys_errno);
     if (st != STRATA_OK) return st;
+    if (opts->adopt) file_geometry(dirfd, name, opts->lock_timeout_ns, &g);
 
     /* Bound: OPEN_ATTEMPTS; we go round again only when another process renamed a new file over
      * name between our open and our check. All of them together wait FLOCK_WAIT_MS at most. */

@@ -29,7 +29,9 @@
  *                         that built it; 0 = unknown) u64 header check (hash of every field above
  *                         except state, which changes once)
  *                       state is INITIALIZING (1) while the builder fills the file and READY (2)
- *                       after; nothing else is ever written to the header after READY.
+ *                       after, and RETIRED (3) once a rebuilder is about to rename another file
+ *                       over it (strata_retired); nothing else is ever written to the header
+ *                       after READY.
  *   ctl offset = 4096   shards x 128-byte shard control blocks, rounded up to 4096:
  *                         pthread_mutex_t lock; u32 active segment; u32 next cas;
  *                         u64 drops (times the shard was dropped); u64 rotations;
@@ -71,7 +73,10 @@
  *   file header
  *     guard:  written once by the builder, which holds flock(2) on the file and has not yet
  *             published it (state INITIALIZING); read-only once READY.
- *     stale:  nothing; it never changes after READY. Validated field by field at open (and by
+ *     stale:  nothing but state, which goes from READY to RETIRED once (an atomic store through
+ *             the rebuilder's mapping of the header page, under the file's flock), and which
+ *             every operation of the binding loads after its work (strata_retired). The rest
+ *             never changes after READY. Validated field by field at open (and by
  *             the header check hash); any mismatch rebuilds the file (a wrong magic number
  *             refuses it instead: Caveats, files written by others), and so does a boot id
  *             other than this boot's (a mutex held when the machine went down is never marked
@@ -222,9 +227,14 @@
  *     killed before its rename leaves "<path>.tmp-<pid>-<hex>"; the next opener that finds the
  *     file's flock free (never waiting for it) removes it. A reboot empties tmpfs; a file on
  *     disk survives and is validated like any other.
- *   rebuild: a rebuilt file replaces the old one by rename(2); processes that still map the old
- *     file keep working on it (no SIGBUS) but no longer share with new openers. Remedy: restart
- *     or reopen those processes; rebuilds happen only on corruption or a geometry change.
+ *   rebuild: a rebuilt file replaces the old one by rename(2). The rebuilder first marks the old
+ *     file RETIRED; a process that still maps it keeps working on it (no SIGBUS) until its next
+ *     operation through the binding, which sees the mark after its work, opens the new file
+ *     (adopting its geometry, so processes with two sizes configured don't rebuild each other's
+ *     file in turn) and does the operation again there. So a write or delete that lands in the
+ *     old file after the rename is also done in the new one, and no read answers from the old
+ *     file once the new one is in use. A rebuild that fails after the mark (no space) leaves
+ *     the retired file at path: its users reopen, and the first rebuilds it.
  *   the same file opened twice in one process: works (two mappings of one file), but the lock of
  *     a shard is per thread, so a thread that holds a shard through one handle (the test hook
  *     strata_lock_shard) gets STRATA_LOCK_TIMEOUT from the other. A lock held through the test
@@ -296,6 +306,7 @@ typedef enum strata_status {
     STRATA_ENOMEM,       /* out of memory */
     STRATA_EUNSAFE_DIR,  /* the file's directory is another uid's, group/other-writable or a symlink */
     STRATA_EFOREIGN,     /* a non-empty file without the table's magic number: never overwritten */
+    STRATA_ERETIRED,     /* the table's file was retired by a rebuild and its path could not be opened */
     STRATA_STATUS_COUNT
 } strata_status;
 
@@ -321,6 +332,9 @@ typedef struct strata_options {
     uint64_t slots;           /* index slots in total, rounded up to whole buckets */
     uint64_t lock_timeout_ns; /* how long a writer waits for a shard lock before it fences its
                                * key; raised to STRATA_MIN_LOCK_TIMEOUT_NS if lower (0 too) */
+    int adopt;                /* nonzero: a valid table already at path is opened with its own
+                               * geometry, whatever the fields above ask (a reopen after
+                               * strata_retired); they count only for a file that must be built */
 } strata_options;
 
 /*
@@ -396,6 +410,16 @@ strata_status strata_geometry_resolve(const strata_options *opts, strata_geometr
  */
 strata_status strata_open(const char *path, const strata_options *opts, strata_table **out,
                           const char **rebuilt_reason, int *sys_errno);
+
+/* Whether t's file has been retired by a rebuild (another file is, or is about to be, at its
+ * path): one sequentially consistent load of the header's state. A caller that sees it after an
+ * operation opens the path again (opts.adopt) and repeats the operation there. */
+int strata_retired(const strata_table *t);
+
+/* The header's state word of t, for a caller that checks strata_retired's answer inline on a
+ * hot path: STRATA_STATE_RETIRED there (a sequentially consistent load) is strata_retired. */
+#define STRATA_STATE_RETIRED 3u
+const uint32_t *strata_state_word(const strata_table *t);
 
 /* Unmap and free. NULL is allowed. A handle with a lock still held through strata_lock_shard
  * keeps its mapping (see Caveats). */

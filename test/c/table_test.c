@@ -783,9 +783,38 @@ static void test_rebuild(void)
         CHECK(access(scratch_path("rebuild.l1.tmp-99999-0badf00d"), F_OK) != 0);
     }
 
-    o.size = 3u << 20; /* another geometry: rebuilt, not reused */
-    CHECK(open_reason("rebuild.l1", o, &reason, &t) == STRATA_OK && reason && strstr(reason, "geometry"));
+    { /* another geometry: rebuilt, not reused; the file it replaced is retired for its users */
+        strata_table *old = NULL, *adopted = NULL;
+        CHECK(open_reason("rebuild.l1", o, &reason, &old) == STRATA_OK && reason == NULL);
+        REQUIRE(old);
+        CHECK(!strata_retired(old));
+        o.size = 3u << 20;
+        CHECK(open_reason("rebuild.l1", o, &reason, &t) == STRATA_OK && reason && strstr(reason, "geometry"));
+        REQUIRE(t);
+        CHECK(strata_retired(old));
+        CHECK(!strata_retired(t));
+        CHECK(set(t, "k", "3 MiB") == STRATA_OK);
+
+        o.size = 2u << 20; /* adopt: the file's own geometry, so nothing is rebuilt back */
+        o.adopt = 1;
+        CHECK(open_reason("rebuild.l1", o, &reason, &adopted) == STRATA_OK && reason == NULL);
+        REQUIRE(adopted);
+        CHECK(strata_geometry_of(adopted)->size == 3u << 20);
+        CHECK(get_is(adopted, "k", "3 MiB"));
+        CHECK(!strata_retired(t));
+        strata_close(adopted);
+        strata_close(old);
+        o.adopt = 0;
+    }
     strata_close(t);
+
+    { /* a file left retired (its rebuild failed) is rebuilt by the next opener */
+        uint32_t retired = 3;
+        o.size = 3u << 20;
+        corrupt_at("rebuild.l1", 12, &retired, sizeof retired);
+        CHECK(open_reason("rebuild.l1", o, &reason, &t) == STRATA_OK && reason && strstr(reason, "retired"));
+        strata_close(t);
+    }
 }
 
 /* The file header as table.c lays it out (table.h), to forge one from another boot. */

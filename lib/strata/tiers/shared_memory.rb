@@ -49,6 +49,12 @@ module Strata
     # dropped stay charged until a major collection (ext/strata/value_memo.h). stats reports
     # memo_entries, memo_bytes and memo_old_dropped_bytes.
     #
+    # A table replaced under a handle (another process opened the path with another size, or
+    # found the file damaged, and rebuilt it) is noticed at the handle's next call, which opens
+    # the new file with that file's geometry and works there; a read, write or delete that ran
+    # on the old file meanwhile is done again on the new one (ext/strata/table.h, Caveats:
+    # rebuild). stats reports reopens, the times this handle did so.
+    #
     # check_stamps(bytes) checks a tagged entry's dependency stamps against the tag versions this
     # table holds (Strata::Dependencies keeps them here under its version keys), in one call that
     # makes no object: true when every one is current, false when the table holds a different
