@@ -13,19 +13,24 @@ require_relative "../../test/support/waiting"
 #
 # The tests share the server and its 300 bugs, each on bugs of its own, so that what one caches
 # or changes is no other's: tags 1-50, redaction 51-150, shared L1 151-225 and 290, freshness
-# 226-275, conditional GET 276-289, under load 291-293, errors 299.
+# 226-275, conditional GET 276-289, under load 291-294 (and project 9), errors 299.
 module DemoHTTP
   DATABASE = ENV.fetch("STRATA_DEMO_DATABASE", "sqlite").to_sym
 
-  class << self
-    # The running server; a boot that failed fails every test with its error, once.
-    def server
-      raise @boot_error if @boot_error
+  BOOT = Mutex.new
 
-      @server ||= DemoServer.new(database: DATABASE).start
-    rescue => error
-      @boot_error = error
-      raise
+  class << self
+    # The running server; a boot that failed fails every test with its error, once. One boot
+    # whatever the threads asking (a test's readers may be the first).
+    def server
+      BOOT.synchronize do
+        raise @boot_error if @boot_error
+
+        @server ||= DemoServer.new(database: DATABASE).start
+      rescue => error
+        @boot_error = error
+        raise
+      end
     end
 
     def stop

@@ -392,12 +392,20 @@ module Strata
     class Capture
       # The computation this one runs inside, or nil.
       attr_reader :outer
+      # True when its result must not be cached: it shows data older than its stamps (a record
+      # changed between its load and the reading of the stamps, StrataStore#fragment). Passed to
+      # the computation around it, which shows that data too.
+      attr_reader :spoiled
 
       # keys: one key (a String) or an Array of them. stamps: [[tag_id, version], ...].
       def initialize(keys, stamps, outer)
         @keys = keys
         @stamps = stamps.empty? ? nil : stamps.to_h # made on first use: most have none
         @outer = outer
+      end
+
+      def spoil!
+        @spoiled = true
       end
 
       # Whether a write of key is this computation's result.

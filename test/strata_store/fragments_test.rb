@@ -24,7 +24,7 @@ class StrataStoreFragmentsTest < Strata::StoreCase
 
   def setup
     connect
-    record.connection_pool.with_connection { |c| c.create_table(:posts) { |t| t.string :title } }
+    record.connection_pool.with_connection { |c| c.create_table(:posts) { |t| t.string :title and t.timestamps } }
     Strata::Tiers::SQL.create_table!(record)
     Strata::Model.cache_store = store
     Controller.cache_store = store
@@ -106,6 +106,22 @@ class StrataStoreFragmentsTest < Strata::StoreCase
     assert_equal "1 post", render(listed, posts: post_class.all, body: -> { "#{post_class.count} post" })
     post_class.create!(title: "another") # after_commit: the collection tag
     assert_equal "2 posts", render(listed, posts: post_class.all, body: -> { "#{post_class.count} posts" }), "a relation in tags:"
+  end
+
+  # Rails' stock page: the outer fragment keyed by the page, the inner one by a record the
+  # controller loaded before rendering. A change of that record committed between its load and
+  # the inner fragment's stamps: the inner fragment shows the loaded record under its old key
+  # with the new versions, and the outer one would keep that for good (its key did not change).
+  # Neither is cached; the next page shows the change.
+  def test_a_record_changed_between_its_load_and_its_fragment_is_not_cached
+    post = post_class.create!(title: "first")
+    page = "<% cache 'page' do %>[<% cache post do %><%= post.title %><% end %>]<% end %>"
+    loaded = post_class.find(post.id)
+    post_class.find(post.id).update!(title: "second") # commits after the load
+    assert_equal "[first]", render(page, post: loaded), "what the request loaded"
+    assert_equal "[second]", render(page, post: post_class.find(post.id)), "the page built from older data was not cached"
+    assert_equal "[second]", render(page, post: post_class.find(post.id))
+    assert_equal "[second]", render(page, post: loaded), "cached now: a hit whatever the caller loaded"
   end
 
   def test_tags_take_records_and_models_at_the_api_too

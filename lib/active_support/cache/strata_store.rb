@@ -91,6 +91,8 @@ module ActiveSupport
       # The Strata::Dependencies::Capture of the fetch block running in this fiber.
       CAPTURE = :__strata_store_capture
       INVALIDATE_EVENT = "invalidate.strata"
+      # stamps_for's answer for a computation whose result must not be cached (Capture#spoiled).
+      SPOILED = [].freeze
 
       # Options, besides the Store ones:
       # l1: the shared-memory table's options (Strata::Tiers::SharedMemory.new); path defaults to
@@ -249,7 +251,10 @@ module ActiveSupport
         tags = fragment_tags(name, options[:tags])
         options[:tags] = tags unless tags.empty?
         merged = merged_options(options)
-        capturing(normalize_key(key, merged), tags.empty? ? nil : tags, merged[:as_of]) { yield options }
+        capturing(normalize_key(key, merged), tags.empty? ? nil : tags, merged[:as_of]) do |capture|
+          capture.spoil! if tags.any? && changed_since_loaded?(name, options[:tags])
+          yield options
+        end
       end
 
       # Gives each tag a new version: every entry stamped with an older one (written with tags:,
@@ -532,7 +537,7 @@ module ActiveSupport
       # one is reported (Strata::TooManyStampsError) and not cached: an entry without all of its
       # dependencies would outlive their invalidation.
       def storable?(key, stamps)
-        return false if Strata::TransactionTags.hides?(stamps)
+        return false if stamps.equal?(SPOILED) || Strata::TransactionTags.hides?(stamps)
         return true if stamps.size <= Strata::Entry::MAX_STAMPS
 
         report_failure(Strata::TooManyStampsError.new("#{key}: #{stamps.size} dependency stamps, an entry holds at most " \
@@ -569,11 +574,14 @@ module ActiveSupport
         @stamp_reads.enter
         Thread.current[CAPTURE] = capture
         begin
-          yield
+          yield capture
         ensure
           Thread.current[CAPTURE] = outer
           @stamp_reads.leave
-          outer&.add(capture.words)
+          if outer
+            outer.add(capture.words)
+            outer.spoil! if capture.spoiled
+          end
         end
       end
 
@@ -583,7 +591,7 @@ module ActiveSupport
       # their current versions (a write's versions are read when it is called).
       def stamps_for(key, tags, as_of = nil)
         capture = Thread.current[CAPTURE]
-        return capture.stamps if capture&.for?(key)
+        return (capture.spoiled ? SPOILED : capture.stamps) if capture&.for?(key)
         if (words = current_fill(key)&.read_stamps)
           return words.each_slice(2).to_a
         end
@@ -604,6 +612,24 @@ module ActiveSupport
           object.cache_tag if object.include?(Strata::Model)
         elsif object.respond_to?(:klass) && object.respond_to?(:to_sql) # an Active Record relation
           object.klass.cache_tag if object.klass.include?(Strata::Model)
+        end
+      end
+
+      # Whether a Strata::Model record in a fragment's name or tags changed since it was loaded:
+      # its updated_at in the database, read now that the fragment's stamps are read, is not the
+      # one it was loaded with. The fragment would then show data older than its stamps, which
+      # no later invalidation would remove (the tag's change came before them), so it and the
+      # computations around it are not cached (Capture#spoil!). One query per model class, on
+      # a fragment's miss only; records without updated_at are not checked.
+      def changed_since_loaded?(name, tags)
+        return false if Strata.autoload?(:Model)
+
+        records = (Array(name).flatten + Array(tags).flatten).select do |part|
+          part.is_a?(Strata::Model) && part.persisted? && part.has_attribute?(:updated_at)
+        end
+        records.group_by(&:class).any? do |model, loaded|
+          current = model.unscoped.where(model.primary_key => loaded.map(&:id)).pluck(model.primary_key, :updated_at).to_h
+          loaded.any? { |record| current[record.id] != record.updated_at }
         end
       end
 
