@@ -28,3 +28,6 @@ require "strata/errors"
 require "strata/tier"
 require "strata/tiers/shared_memory"
 require "strata/tiers/memcached"
+
+# In a Rails app: the invalidation log and `bin/rails strata:stats` (Strata::Railtie).
+require "strata/railtie" if defined?(Rails::Railtie)
