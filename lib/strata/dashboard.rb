@@ -5,6 +5,7 @@ require "json"
 require "strata/cli/stats"
 require "strata/dashboard/access"
 require "strata/dashboard/history"
+require "strata/dashboard/shared_history"
 require "strata/dashboard/samples"
 require "strata/dashboard/vm_reports"
 require "strata/vm_watch"
@@ -13,9 +14,10 @@ module Strata
   # The live page: a Rack app (plain Rack: any object with call(env)) that serves one HTML page,
   # its script and stylesheet (lib/strata/dashboard/assets, no CDN) and data.json, which the
   # page polls once a second: the host's figures (`strata stats`'s snapshot), the time series
-  # this process keeps of them (History) and the top keys and tags the app processes sampled
-  # (Sampler, read back from L1 by Samples), and the VM watch's recent reports when it runs in
-  # the app's process (VMReports). docs/operations.md says what each chart shows.
+  # of them (SharedHistory in the host's L1 table, which every process serving the page
+  # shares; History in this process without one) and the top keys and tags the app processes
+  # sampled (Sampler, read back from L1 by Samples), and the VM watch's recent reports when it
+  # runs in the app's process (VMReports). docs/operations.md says what each chart shows.
   #
   #   # config/routes.rb, behind the app's own authentication:
   #   mount Strata::Dashboard.new(config: "config/strata.yml", authorize: ->(env) { admin?(env) }) => "/strata"
@@ -42,15 +44,17 @@ module Strata
     # String (at least 16 bytes) that requests must carry; authorize: a callable given the Rack
     # env, true for a request the app has authenticated. interval: seconds between snapshots.
     # vm_watch: the VMWatch::Ring whose reports to show, or nil where none can be seen (`strata
-    # dashboard` runs in a process of its own, which no request passes through).
-    def initialize(config:, token: nil, authorize: nil, interval: INTERVAL, vm_watch: VMWatch.ring)
+    # dashboard` runs in a process of its own, which no request passes through). clock: callable
+    # returning the time in epoch seconds, the points' times.
+    def initialize(config:, token: nil, authorize: nil, interval: INTERVAL, vm_watch: VMWatch.ring, clock: -> { Time.now.to_f })
       @access = Access.new(token: token, authorize: authorize)
       @config = configuration(config)
       @stats = CLI::Stats.new(@config, out: nil)
       @l1 = @config.l1_path && CLI::L1Table.new(@config.l1_path)
       @interval = interval
       @vm_watch = vm_watch
-      @history = History.new
+      @clock = clock
+      @history = @l1 ? SharedHistory.new(interval: interval) : History.new
       @latest = nil
       @taken_at = nil
       @lock = Mutex.new
@@ -82,19 +86,19 @@ module Strata
       response
     end
 
-    # What data.json holds: {time:, interval:, stats: the latest snapshot, series: History#series,
-    # samples: Samples.read's or {error:}, or nil without L1, vm_watch: {reports: VMReports.read's}
-    # or nil without a ring}.
+    # What data.json holds: {time:, interval:, stats: the latest snapshot, series: the history's
+    # (History::Points.series), samples: Samples.read's or {error:}, or nil without L1, vm_watch:
+    # {reports: VMReports.read's} or nil without a ring}.
     def data
       @lock.synchronize do
-        now = Time.now.to_f
+        now = @clock.call
         if @taken_at.nil? || now - @taken_at >= @interval
           snapshot = @stats.snapshot
-          @history.record(snapshot, now.round(3))
-          @latest = {time: snapshot[:time], interval: @interval, stats: snapshot, series: nil, samples: samples}
+          series, samples = record(snapshot, now.round(3))
+          @latest = {time: snapshot[:time], interval: @interval, stats: snapshot, series: series, samples: samples}
           @taken_at = now
         end
-        @latest.merge(series: @history.series, vm_watch: @vm_watch && {reports: VMReports.read(@vm_watch)})
+        @latest.merge(vm_watch: @vm_watch && {reports: VMReports.read(@vm_watch)})
       end
     end
 
@@ -109,12 +113,19 @@ module Strata
       end
     end
 
-    def samples
-      return nil unless @l1
+    # Records snapshot in the history: [its series, the samples].
+    def record(snapshot, time)
+      unless @l1
+        @history.record(snapshot, time)
+        return [@history.series, nil]
+      end
 
-      @l1.open { |table, _header| Samples.read(table) }
-    rescue => e # an L1 table that can't be read shows its error in the samples' place
-      {error: e.is_a?(CLI::L1Table::Refused) ? e.message : "#{e.class}: #{e.message}"}
+      @l1.open do |table, _header|
+        @history.record(table, snapshot, time)
+        [@history.series(table), Samples.read(table)]
+      end
+    rescue => e # an L1 table that can't be read shows its error in the samples' place, and no series
+      [History::Points.series([]), {error: e.is_a?(CLI::L1Table::Refused) ? e.message : "#{e.class}: #{e.message}"}]
     end
 
     def page(base)

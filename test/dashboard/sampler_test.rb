@@ -10,8 +10,8 @@ require "support/child_processes"
 require "support/fake_clock"
 
 # Dashboard::Sampler in app processes and Samples read back by the dashboard: what is counted
-# from a store's events, how often it is published, and that several processes' samples add up
-# in the one L1 table.
+# from a store's events, how often it is published, that several processes' samples add up in
+# the one L1 table, and that a process killed drops out at once.
 class DashboardSamplerTest < Minitest::Test
   include Strata::TestSupport
   include Strata::TestSupport::TrackedChildren
@@ -25,10 +25,14 @@ class DashboardSamplerTest < Minitest::Test
     @stores = []
     @samplers = []
     @pids = []
+    # Children stay alive, their samples published, until this pipe's write end is closed.
+    @release_r, @release_w = IO.pipe
   end
 
   def teardown
+    @release_w&.close
     kill_tracked_children
+    @release_r&.close
     @samplers.each(&:stop)
     @stores.each(&:close)
     FileUtils.remove_entry(@dir) if @dir && File.exist?(@dir)
@@ -98,25 +102,43 @@ class DashboardSamplerTest < Minitest::Test
   end
 
   def test_the_samples_of_several_processes_add_up
-    pids = 2.times.map do |n|
-      fork_tracked do
-        store = ActiveSupport::Cache::StrataStore.new(l1: {path: @l1_path, size: TABLE_SIZE})
-        sampler = Strata::Dashboard::Sampler.new(table: store.stack[:l1], store_name: store.class.name, every: 1)
-        sampler.subscribe
-        (n + 1).times { store.read("shared") }
-        store.read("child-#{n}")
-        published = sampler.publish
-        sampler.stop
-        store.close
-        published
-      end
-    end
-    assert_equal [0, 0], pids.map { |pid| reap_child(pid)&.exitstatus }
+    pids = 2.times.map { |n| publishing_child(n) }
 
-    samples = Strata::CLI::L1Table.new(@l1_path).open { |table, _| Strata::Dashboard::Samples.read(table) }
+    samples = read_samples
+    @release_w.close
 
     assert_equal pids.sort, samples[:processes].map { |process| process[:pid] }.sort
     assert_equal [["shared", 3, 3], ["child-0", 1, 1], ["child-1", 1, 1]], samples[:misses].sort_by { |name, weight, _| [-weight, name] }
+    assert_equal [0, 0], pids.map { |pid| reap_child(pid)&.exitstatus }
+  end
+
+  # A worker killed (kill -9: no chance to remove its sample) is no longer counted once it is
+  # gone, though its sample is still in the table; the live one's still is.
+  def test_the_sample_of_a_killed_process_is_left_out_at_once
+    killed, alive = 2.times.map { |n| publishing_child(n) }
+    assert_equal [alive, killed].sort, read_samples[:processes].map { |process| process[:pid] }.sort
+
+    Process.kill(:KILL, killed)
+    status = reap_child(killed) # reaped: a zombie still answers kill(0)
+    samples = read_samples
+
+    assert_equal Signal.list.fetch("KILL"), status&.termsig
+    assert_equal 2, Strata::CLI::L1Table.new(@l1_path).open { |table, _| Strata::Dashboard::Samples::SLOTS.times.count { |slot| table.get(Strata::Dashboard::Samples.slot_key(slot)) } }
+    assert_equal [alive], samples[:processes].map { |process| process[:pid] }
+    assert_equal [["child-1", 1, 1], ["shared", 2, 2]], samples[:misses].sort
+  end
+
+  def test_a_sample_from_another_host_or_pid_namespace_is_kept_whatever_its_pid
+    gone = fork_tracked { true }
+    assert_equal 0, reap_child(gone).exitstatus
+    here = {"host" => Socket.gethostname, "pid_ns" => Strata::Dashboard::Samples.pid_namespace}
+    samples = [here, here.merge("host" => "elsewhere"), here.merge("pid_ns" => "pid:[1]"), {"host" => nil}]
+    table = new_store.stack[:l1]
+    samples.each_with_index do |sample, slot|
+      table.set(Strata::Dashboard::Samples.slot_key(slot), JSON.generate(sample.merge("pid" => gone, "misses" => [["k#{slot}", 1, 1]])))
+    end
+
+    assert_equal %w[k1 k2 k3], Strata::Dashboard::Samples.read(table)[:misses].map(&:first).sort
   end
 
   def test_a_slot_taken_by_another_process_after_it_lapsed_is_given_up_for_a_free_one
@@ -134,6 +156,37 @@ class DashboardSamplerTest < Minitest::Test
   end
 
   private
+
+  # Forks a process that reads "shared" n + 1 times and "child-n" once, publishes its sample
+  # and stays alive until @release_w is closed. Its pid, once it has published.
+  def publishing_child(n)
+    ready_r, ready_w = IO.pipe
+    pid = fork_tracked do
+      ready_r.close
+      @release_w.close
+      store = ActiveSupport::Cache::StrataStore.new(l1: {path: @l1_path, size: TABLE_SIZE})
+      sampler = Strata::Dashboard::Sampler.new(table: store.stack[:l1], store_name: store.class.name, every: 1)
+      sampler.subscribe
+      (n + 1).times { store.read("shared") }
+      store.read("child-#{n}")
+      ready_w.puts(sampler.publish ? "published" : "not published")
+      ready_w.close
+      @release_r.read # EOF once the parent closed its end
+      sampler.stop
+      store.close
+      true
+    end
+    ready_w.close
+    assert ready_r.wait_readable(DEADLINE), "child #{pid} did not publish within #{DEADLINE} s"
+    assert_equal "published", ready_r.gets&.chomp
+    pid
+  ensure
+    ready_r&.close
+  end
+
+  def read_samples
+    Strata::CLI::L1Table.new(@l1_path).open { |table, _| Strata::Dashboard::Samples.read(table) }
+  end
 
   def new_store
     store = ActiveSupport::Cache::StrataStore.new(l1: {path: @l1_path, size: TABLE_SIZE})

@@ -91,12 +91,13 @@ module Strata
         publish_if_due
       end
 
-      # This process's sample: {pid:, host:, every:, misses: [[key, count, count], ...],
-      # fill_time: [[key, microseconds, fills], ...], invalidations: [[tag, count, count], ...]}.
+      # This process's sample: {pid:, host:, pid_ns: (Samples.pid_namespace), every:, misses:
+      # [[key, count, count], ...], fill_time: [[key, microseconds, fills], ...], invalidations:
+      # [[tag, count, count], ...]}.
       def sample
         @lock.synchronize do
           restart_after_fork
-          {pid: Process.pid, host: Socket.gethostname, every: @every}.merge(@lists.transform_values(&:top))
+          {pid: Process.pid, host: Socket.gethostname, pid_ns: Samples.pid_namespace, every: @every}.merge(@lists.transform_values(&:top))
         end
       end
 

@@ -231,6 +231,13 @@
 
   // ---- polling ---------------------------------------------------------------------------------
 
+  // One line per tier's evictions, and one per tier's expired rows ("l3 expired").
+  function evictionLines(s) {
+    const lines = Object.assign({}, s.evictions);
+    Object.entries(s.expired || {}).forEach(([tier, values]) => { lines[tier + " expired"] = values; });
+    return lines;
+  }
+
   function draw(data) {
     document.getElementById("time").textContent = data.time;
     drawTiers(data.stats);
@@ -241,6 +248,8 @@
       { empty: "no timed operations yet (host counters need an L1 table)" });
     lineChart(document.getElementById("chart-store"), s.t, s.store,
       { empty: "no fills or waits counted yet (host counters need an L1 table)" });
+    lineChart(document.getElementById("chart-evictions"), s.t, evictionLines(s),
+      { empty: "no evictions counted yet" });
     drawSamples(data.samples);
     drawVMWatch(data.vm_watch);
   }
