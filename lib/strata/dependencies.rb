@@ -396,6 +396,9 @@ module Strata
       # changed between its load and the reading of the stamps, StrataStore#fragment). Passed to
       # the computation around it, which shows that data too.
       attr_reader :spoiled
+      # A fragment's [name, tags], whose Strata::Model records are checked against the database
+      # when its result is written (StrataStore#stamps_for), or nil.
+      attr_accessor :loaded
 
       # keys: one key (a String) or an Array of them. stamps: [[tag_id, version], ...].
       def initialize(keys, stamps, outer)

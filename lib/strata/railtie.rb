@@ -7,6 +7,9 @@ module Strata
   #
   # - config.strata.log_invalidations: log each invalidate_tags at debug level
   #   (Strata::LogSubscriber). nil, the default: in development only.
+  # - config.strata.sqlite_busy_handler: on Active Record before 8.0, SQLite connections wait for
+  #   a lock with Ruby's GVL released (Strata::SQLiteBusyHandler), as 8.0's do. True by default;
+  #   false keeps Active Record's busy_timeout.
   # - `bin/rails strata:stats`: this host's figures for the app's configured store, as
   #   `strata stats` prints them (Strata::CLI::Stats); JSON=1 for one JSON object, WATCH=1 to
   #   print again every second until interrupted.
@@ -16,9 +19,21 @@ module Strata
   class Railtie < ::Rails::Railtie
     config.strata = ActiveSupport::OrderedOptions.new
     config.strata.log_invalidations = nil
+    config.strata.sqlite_busy_handler = true
 
     initializer "strata.log_subscriber" do |app|
       Railtie.attach_log_subscriber if Railtie.log_invalidations?(app.config.strata.log_invalidations, ::Rails.env)
+    end
+
+    initializer "strata.sqlite_busy_handler" do |app|
+      if app.config.strata.sqlite_busy_handler
+        ActiveSupport.on_load(:active_record_sqlite3adapter) do
+          if ActiveRecord.version < Gem::Version.new("8.0")
+            require "strata/sqlite_busy_handler"
+            prepend Strata::SQLiteBusyHandler
+          end
+        end
+      end
     end
 
     rake_tasks do

@@ -63,6 +63,14 @@ class StrataStoreFragmentsTest < Strata::StoreCase
     Controller.renderer.render(inline: template, locals: locals)
   end
 
+  # The statements on the posts table the block runs.
+  def posts_queries
+    count = 0
+    counter = ->(*, payload) { count += 1 if payload[:sql].include?("posts") }
+    ActiveSupport::Notifications.subscribed(counter, "sql.active_record") { yield }
+    count
+  end
+
   # A change committed while the fragment renders (after it read its data): the fragment was
   # built from data older than the change, so it is stamped with the versions from before, and
   # misses. Rails' helper alone wrote it with the versions read at its write, after the change.
@@ -122,6 +130,14 @@ class StrataStoreFragmentsTest < Strata::StoreCase
     assert_equal "[second]", render(page, post: post_class.find(post.id)), "the page built from older data was not cached"
     assert_equal "[second]", render(page, post: post_class.find(post.id))
     assert_equal "[second]", render(page, post: loaded), "cached now: a hit whatever the caller loaded"
+  end
+
+  # The check of the records costs a query when a missed fragment is written, none on a hit.
+  def test_a_fragment_hit_reads_no_record_again
+    post = post_class.create!(title: "first")
+    page = "<% cache post do %><%= post.title %><% end %>"
+    assert_equal 1, posts_queries { render(page, post: post) }, "the miss checks the post's updated_at"
+    assert_equal 0, posts_queries { assert_equal "first", render(page, post: post) }
   end
 
   def test_tags_take_records_and_models_at_the_api_too

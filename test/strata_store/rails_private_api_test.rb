@@ -53,6 +53,22 @@ class StrataStoreRailsPrivateApiTest < Minitest::Test
     assert_equal [%i[req key]], AbstractController::Caching::Fragments.instance_method(:combined_fragment_cache_key).parameters
   end
 
+  # Strata::SQLiteBusyHandler (prepended by the Railtie before Active Record 8.0) overrides the
+  # SQLite adapter's private configure_connection and reads its @config and @raw_connection.
+  def test_the_sqlite_adapter_method_strata_overrides_keeps_its_shape
+    require "active_record"
+    require "active_record/connection_adapters/sqlite3_adapter"
+    adapter = ActiveRecord::ConnectionAdapters::SQLite3Adapter
+    assert adapter.private_method_defined?(:configure_connection), "SQLite3Adapter#configure_connection is gone or public"
+    assert_equal [], adapter.instance_method(:configure_connection).parameters
+    connection = adapter.new(adapter: "sqlite3", database: ":memory:", timeout: 100)
+    connection.execute("SELECT 1")
+    assert_kind_of SQLite3::Database, connection.instance_variable_get(:@raw_connection)
+    assert_equal 100, connection.instance_variable_get(:@config)[:timeout]
+  ensure
+    connection&.disconnect!
+  end
+
   def test_the_store_methods_strata_overrides_or_calls_keep_their_shape
     STORE_METHODS.each do |name, parameters|
       assert STORE.private_method_defined?(name), "ActiveSupport::Cache::Store##{name} is gone or public"

@@ -252,7 +252,7 @@ module ActiveSupport
         options[:tags] = tags unless tags.empty?
         merged = merged_options(options)
         capturing(normalize_key(key, merged), tags.empty? ? nil : tags, merged[:as_of]) do |capture|
-          capture.spoil! if tags.any? && changed_since_loaded?(name, options[:tags])
+          capture.loaded = [name, options[:tags]] unless tags.empty? # checked if it is written (#stamps_for)
           yield options
         end
       end
@@ -591,7 +591,13 @@ module ActiveSupport
       # their current versions (a write's versions are read when it is called).
       def stamps_for(key, tags, as_of = nil)
         capture = Thread.current[CAPTURE]
-        return (capture.spoiled ? SPOILED : capture.stamps) if capture&.for?(key)
+        if capture&.for?(key)
+          if (loaded = capture.loaded) # a fragment's records: checked once, when it is written
+            capture.loaded = nil
+            capture.spoil! if changed_since_loaded?(*loaded)
+          end
+          return capture.spoiled ? SPOILED : capture.stamps
+        end
         if (words = current_fill(key)&.read_stamps)
           return words.each_slice(2).to_a
         end
@@ -619,8 +625,8 @@ module ActiveSupport
       # its updated_at in the database, read now that the fragment's stamps are read, is not the
       # one it was loaded with. The fragment would then show data older than its stamps, which
       # no later invalidation would remove (the tag's change came before them), so it and the
-      # computations around it are not cached (Capture#spoil!). One query per model class, on
-      # a fragment's miss only; records without updated_at are not checked.
+      # computations around it are not cached (Capture#spoil!). One query per model class, when
+      # a missed fragment is written; records without updated_at are not checked.
       def changed_since_loaded?(name, tags)
         return false if Strata.autoload?(:Model)
 

@@ -88,7 +88,8 @@ module Strata
     # busy_timeout for the lock, sleeping in Ruby so that the process's other threads run
     # meanwhile (Embedded.wait_for_locks). On an app's SQLite connection_class the adapter's own
     # wait applies: Active Record 7.1 and 7.2 set SQLite's busy_timeout, which waits holding
-    # Ruby's GVL (every thread of the process stops meanwhile), so keep its timeout short.
+    # Ruby's GVL (every thread of the process stops meanwhile), unless Strata::SQLiteBusyHandler
+    # is prepended to the adapter (the Railtie does).
     #
     # Failure: any database error (refused or lost connection, lock or statement timeout, missing
     # table) raises Strata::TierError with tier :l3, Strata::RetryableError when a retry may pass
