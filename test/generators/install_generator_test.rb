@@ -3,11 +3,14 @@
 require "test_helper"
 require_relative "../railtie/rails_app"
 
-# The strata:install generator. On an app `rails new` just made, through its own bin/rails: each
-# environment file gets its lines, a second run changes nothing, production boots on L1 over the
-# SQLite file, and development with `bin/rails dev:cache` on L1 alone, logging invalidations.
-# On environment files written by hand (the generator class run in a child Ruby, no app):
-# the other layouts, files without a cache store, stores configured otherwise, bad options.
+# The strata:install generator. On an app `rails new` just made by the bundle's Rails, through
+# its own bin/rails: each environment file gets its lines, a second run changes nothing,
+# production boots on L1 over the SQLite file, and development on L1 alone (Rails 7: with
+# `bin/rails dev:cache` on, :null_store before; Rails 8: either way), logging invalidations.
+# Production with the line solid_cache:install writes (a full Rails 8 app's). On environment
+# files written by hand (the generator class run in a child Ruby, no app): Rails 8's development
+# layout on any Rails, the other layouts, files without a cache store, stores configured
+# otherwise, bad options.
 # L1 tables go under the test's directory (XDG_RUNTIME_DIR), which is removed after each test.
 class InstallGeneratorTest < Minitest::Test
   RailsApp = Strata::TestSupport::RailsApp
@@ -17,6 +20,9 @@ class InstallGeneratorTest < Minitest::Test
     require "generators/strata/install/install_generator"
     Strata::Generators::InstallGenerator.start(ARGV.drop(1), destination_root: ARGV.first)
   RUBY
+  # Rails 8's development.rb keeps the store out of the dev:cache branch (which toggles
+  # perform_caching only): the bundle's `rails new` writes that one.
+  RAILS_8 = Gem.loaded_specs.fetch("railties").version >= Gem::Version.new("8.0")
   # The environment files Rails 7.1 and 7.2 generate, as far as the cache store goes.
   RAILS_LINES = {
     "production" => "  # Use a different cache store in production.\n  # config.cache_store = :mem_cache_store\n",
@@ -33,6 +39,26 @@ class InstallGeneratorTest < Minitest::Test
     RUBY
     "test" => "  config.action_controller.perform_caching = false\n  config.cache_store = :null_store\n"
   }.freeze
+  # Rails 8.0 and 8.1's development.rb, as far as the cache store goes.
+  RAILS_8_DEVELOPMENT = <<-RUBY
+  # Enable/disable Action Controller caching. By default Action Controller caching is disabled.
+  # Run rails dev:cache to toggle Action Controller caching.
+  if Rails.root.join("tmp/caching-dev.txt").exist?
+    config.action_controller.perform_caching = true
+    config.action_controller.enable_fragment_cache_logging = true
+    config.public_file_server.headers = { "cache-control" => "public, max-age=\#{2.days.to_i}" }
+  else
+    config.action_controller.perform_caching = false
+  end
+
+  # Change to :null_store to avoid any caching.
+  config.cache_store = :memory_store
+
+  # Store uploaded files on the local file system (see config/storage.yml for options).
+  RUBY
+  # What solid_cache:install (1.0) does to production.rb, as `rails new` runs it for a full
+  # Rails 8 app (and as it does to a Rails 7.2 app's).
+  SOLID_CACHE_INSTALL = [/(# )?config\.cache_store = (:.*)/, "config.cache_store = :solid_cache_store"].freeze
 
   def setup
     @dir = Strata::TestSupport.private_tmpdir
@@ -58,11 +84,18 @@ class InstallGeneratorTest < Minitest::Test
     assert_includes production, "    # sql: {connection_class: \"ApplicationRecord\"},\n"
 
     development = files["development"]
-    caching, not_caching = development.match(/^  if Rails\.root\.join\("tmp\/caching-dev\.txt"\)\.exist\?\n(.*?)^  else\n(.*?)^  end\n/m)&.captures
+    caching, not_caching, after = development.match(/^  if Rails\.root\.join\("tmp\/caching-dev\.txt"\)\.exist\?\n(.*?)^  else\n(.*?)^  end\n(.*)/m)&.captures
     assert caching, "Rails' dev:cache branch is there:\n#{development}"
-    assert_includes caching, "    config.cache_store = :strata_store, {l1: {size: 1 << 20}} # 1 MiB\n"
-    refute_includes development, ":memory_store"
-    assert_includes not_caching, "config.cache_store = :null_store", "no cache while dev:cache is off"
+    assert_equal RAILS_8 ? 1 : 2, development.scan(/^\s*config\.cache_store/).size, development
+    refute_match(/^\s*config\.cache_store = :memory_store/, development)
+    if RAILS_8
+      refute_match(/cache_store/, caching + not_caching, "the branch toggles perform_caching only")
+      assert_match(/^  # Change to :null_store to avoid any caching\.\n(  #.*\n)*  config\.cache_store = :strata_store, \{l1: \{size: 1 << 20\}\} # 1 MiB\n/, after)
+      assert_includes after, "`bin/rails dev:cache` toggles Action Controller's caching (perform_caching) only.\n"
+    else
+      assert_includes caching, "    config.cache_store = :strata_store, {l1: {size: 1 << 20}} # 1 MiB\n"
+      assert_includes not_caching, "config.cache_store = :null_store", "no cache while dev:cache is off"
+    end
 
     test = files["test"]
     assert_equal 1, test.scan(/^\s*config\.cache_store/).size
@@ -85,16 +118,78 @@ class InstallGeneratorTest < Minitest::Test
     assert_equal 1 << 20, File.size(l1), "the table has the size given"
     assert File.file?(File.join(app, "storage/strata_cache.sqlite3")), "the SQLite file is under storage/"
 
-    toggled = rails(app, "dev:cache")
-    assert toggled.success?, toggled.to_s
-    developed = RailsApp.ruby(app, "-e", <<~RUBY, env: @env.merge("RAILS_ENV" => "development"))
-      require "./config/environment"
-      puts Rails.cache.stack.tier_names.inspect
-      Rails.cache.invalidate_tags("products/1", "products")
-    RUBY
-    assert developed.success?, developed.to_s
-    assert_equal "[:l1]", developed.out.lines.last.chomp, "development: L1 alone"
+    stores = [false, true].map do |caching_on|
+      if caching_on
+        toggled = rails(app, "dev:cache")
+        assert toggled.success?, toggled.to_s
+      end
+      assert_equal caching_on, File.exist?(File.join(app, "tmp/caching-dev.txt")), "dev:cache's file"
+      developed = RailsApp.ruby(app, "-e", <<~RUBY, env: @env.merge("RAILS_ENV" => "development"))
+        require "./config/environment"
+        store = Rails.cache
+        puts store.respond_to?(:stack) ? store.stack.tier_names.inspect : store.class.name
+        store.invalidate_tags("products/1", "products") if store.respond_to?(:invalidate_tags)
+      RUBY
+      assert developed.success?, developed.to_s
+      developed.out.lines.last.chomp
+    end
+    assert_equal [RAILS_8 ? "[:l1]" : "ActiveSupport::Cache::NullStore", "[:l1]"], stores,
+      "development, dev:cache off then on: L1 alone (Rails 7: only with caching on)"
     assert_match(%r{Strata invalidate \(\d+\.\dms\).*tags: products/1, products}, File.read(File.join(app, "log/development.log")))
+  end
+
+  # A full Rails 8 app's production.rb: `rails new` runs solid_cache:install, which turns Rails'
+  # commented line into config.cache_store = :solid_cache_store (as it does in a Rails 7.2 app).
+  # That is Rails' line too: Strata's replaces it, and it stays as a comment, to go back to.
+  def test_solid_caches_line_is_replaced_and_kept_as_a_comment
+    app = RailsApp.new_app(@dir, "shop")
+    path = File.join(app, "config/environments/production.rb")
+    rails_file = File.read(path).sub(*SOLID_CACHE_INSTALL)
+    File.write(path, rails_file)
+    line = "  config.cache_store = :solid_cache_store\n"
+    comment = RAILS_8 ? "Replace the default in-process memory cache store with a durable alternative." : "Use a different cache store in production."
+    assert_includes rails_file, "  # #{comment}\n#{line}"
+
+    result = generate(app, "--l1-size=4")
+    assert result.success?, result.to_s
+    production = File.read(path)
+    before, after = rails_file.split(line)
+    kept = "  # Before strata:install (to go back, uncomment it and remove Strata's lines below):\n" \
+      "  # config.cache_store = :solid_cache_store\n" \
+      "  # (Solid Cache's config/cache.yml and its database in config/database.yml stay as they were.)\n"
+    assert production.start_with?(before + kept), production
+    assert production.end_with?(after), "the rest of the file is as it was"
+    strata = production[(before + kept).size...-after.size]
+    assert_match(/\A  # Strata \(bin\/rails generate strata:install\)\. L1:.*^  config\.cache_store = :strata_store, \{\n    l1: \{size: 4 << 20\}, # 4 MiB\n.*^  \}\n\z/m, strata)
+    assert_equal 1, production.scan(/^\s*config\.cache_store/).size
+    assert RubyVM::InstructionSequence.compile(production), "valid Ruby"
+
+    files = environment_files(app)
+    again = generate(app, "--l1-size=4")
+    assert again.success?, again.to_s
+    assert_equal files, environment_files(app), "a second run changes nothing"
+  end
+
+  # Rails 8 sets development's store after the dev:cache branch: Strata's is set there too, on
+  # any Rails. A :null_store there (as Rails' comment suggests) is the user's choice.
+  def test_rails_8s_development_keeps_its_store_set_whether_caching_is_on_or_not
+    app = hand_written_app(RAILS_LINES.merge("development" => RAILS_8_DEVELOPMENT))
+    result = generate(app, "--l1-size=8")
+    assert result.success?, result.to_s
+    strata = "  # Strata (bin/rails generate strata:install): L1 alone, this app's development table in shared\n" \
+      "  # memory, shared by the server, console and jobs. Set with caching on or off, as Rails' memory\n" \
+      "  # store was: `bin/rails dev:cache` toggles Action Controller's caching (perform_caching) only.\n" \
+      "  config.cache_store = :strata_store, {l1: {size: 8 << 20}} # 8 MiB\n"
+    expected = RAILS_8_DEVELOPMENT.sub("  config.cache_store = :memory_store\n", strata)
+    assert_equal "Rails.application.configure do\n  config.eager_load = false\n#{expected}end\n", environment_files(app)["development"]
+
+    null_store = RAILS_8_DEVELOPMENT.sub(":memory_store", ":null_store")
+    app = hand_written_app("development" => null_store)
+    before = environment_files(app)
+    result = generate(app, "--l1-size=8")
+    assert result.success?, result.to_s
+    assert_equal before, environment_files(app)
+    assert_match(%r{skip\s+config/environments/development\.rb}, result.out)
   end
 
   def test_files_without_a_cache_store_get_it_inside_their_configure_block

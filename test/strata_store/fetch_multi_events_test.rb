@@ -92,7 +92,9 @@ class StrataStoreFetchMultiEventsTest < Strata::StoreCase
     assert_equal({"key" => "filled key", "other" => "filled other"}, first.value)
     second.join
     assert_equal({"key" => "filled key"}, waited)
-    assert_equal %w[key], events[0][:hits]
+    # Active Support 8.0 and later give the hits as keys (namespaced), before as the names asked for.
+    hits = (ActiveSupport.version >= Gem::Version.new("8.0")) ? [waiter.send(:normalize_key, "key", {})] : %w[key]
+    assert_equal hits, events[0][:hits]
   end
 
   private

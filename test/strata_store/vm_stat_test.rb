@@ -10,11 +10,11 @@ class StrataStoreVmStatTest < Strata::StoreCase
   def test_mixed_operations_leave_ruby_vm_stat_unchanged
     cache = build_store(namespace: "app")
     workload(cache, 1_000) # warm every path: first calls fill inline caches and create shapes
-    before = RubyVM.stat
+    before = Strata::TestSupport.vm_cache_state
 
     workload(cache, OPERATIONS)
 
-    assert_equal before, RubyVM.stat
+    assert_equal before, Strata::TestSupport.vm_cache_state
   end
 
   # The same over all three tiers: read-through with the host lock and memcached leases, fills,

@@ -17,6 +17,7 @@ require "strata/tag_versions"
 require "active_support/cache/strata_store/codec"
 require "active_support/cache/strata_store/counted_multi_reads"
 require "active_support/cache/strata_store/failure_reports"
+require "active_support/cache/strata_store/local_cache_middleware"
 require "active_support/cache/strata_store/stamp_reads"
 require "active_support/cache/strata_store/unobserved_reads"
 require "active_support/cache/strata_store/unobserved_writes"
@@ -62,9 +63,22 @@ module ActiveSupport
         compress: false # L1 is local memory; see Sizing above
       }.freeze
 
-      # Cache keys are at most this many bytes; longer ones become a prefix, HASHED_KEY and a digest.
+      # Cache keys are at most max_key_size bytes, this many by default and at most (every tier's
+      # limit: L1's table, memcached's protocol, the SQL tier's key column); longer ones become a
+      # prefix, HASHED_KEY and a digest, as Rails' Store#truncate_key makes them.
       MAX_KEY_BYTES = 250
+      # The smallest max_key_size: HASHED_KEY and a SHA-256 digest in hex (hash_digest_class's
+      # longest in Rails) take 70 bytes, and at least 30 of the key itself stay in front.
+      MIN_KEY_BYTES = 100
       HASHED_KEY = ":hash:"
+      # Rails 8.1's Store#truncate_key drops the bytes of a character its cut splits, and any other
+      # bytes that are not UTF-8, from the part it keeps: there keys are shortened the same way.
+      # Before it (7.1 to 8.0) the cut is on the byte, as it has always been here, so the keys
+      # entries are stored under stay what they were.
+      SCRUBBED_CUT = Store.private_method_defined?(:truncate_key)
+      # Rails 8.1 reports events (ActiveSupport.event_reporter, Rails.event); invalidate_tags
+      # reports INVALIDATE_REPORTED there too. The lines before it have no reporter.
+      REPORTS_EVENTS = ActiveSupport.respond_to?(:event_reporter)
       SOURCE = "strata.cache"
 
       def self.supports_cache_versioning?
@@ -72,6 +86,7 @@ module ActiveSupport
       end
 
       prepend Strategy::LocalCache
+      prepend LocalCacheMiddleware unless Strategy::LocalCache.method_defined?(:new_local_cache)
       prepend UnobservedReads
       prepend UnobservedWrites
       prepend CountedMultiReads
@@ -91,6 +106,7 @@ module ActiveSupport
       # The Strata::Dependencies::Capture of the fetch block running in this fiber.
       CAPTURE = :__strata_store_capture
       INVALIDATE_EVENT = "invalidate.strata"
+      INVALIDATE_REPORTED = "strata.invalidate"
       # stamps_for's answer for a computation whose result must not be cached (Capture#spoiled).
       SPOILED = [].freeze
 
@@ -116,8 +132,11 @@ module ActiveSupport
       # compressor: responds to deflate/inflate (Zlib by default; nil: none); used when compress is on.
       # coder: an object with dump/load (and optionally dump_compressed) for whole entries, instead
       #     of serializer and compressor (see Codec); nil: Strata's own encoding, uncompressed.
+      # max_key_size: the longest key in bytes, MIN_KEY_BYTES to MAX_KEY_BYTES (the default);
+      #     longer ones are shortened with a digest (Rails 8.1's option, taken on every line).
       def initialize(options = nil)
         options = DEFAULTS.merge(options || {})
+        max_key_size = checked_key_size(options.delete(:max_key_size))
         l1 = options.delete(:l1)
         memcached = options.delete(:memcached)
         sql = options.delete(:sql)
@@ -129,6 +148,8 @@ module ActiveSupport
         # The base store's coder would go unused: Codec encodes entries, whatever the cache format
         # version (docs/compatibility.md).
         super(options.merge(coder: nil))
+        # After super: Rails 8.1's sets its own default.
+        @max_key_size = max_key_size
         @stamp_reads = StampReads.new
         tiers = build_tiers(l1, memcached, sql)
         @counters = Strata::Counters.new(tiers[:l1]) # the host's, in L1's file; without L1 this process's
@@ -224,6 +245,37 @@ module ActiveSupport
         count(:decrement, name, amount, -Integer(amount), options)
       end
 
+      unless method_defined?(:read_counter)
+        # Rails 8.1's Store#read_counter, for the lines before it: the Integer under name, as
+        # increment, decrement and write_counter leave it (a raw read); nil when there is none.
+        def read_counter(name, **options)
+          options = merged_options(options).merge(raw: true)
+          read(name, **options)&.to_i
+        end
+
+        # Rails 8.1's Store#write_counter, for the lines before it: value (to_i) written raw under
+        # name, a counter increment and decrement then change (in the tier counters live in:
+        # memcached, else L1; not in SQL).
+        def write_counter(name, value, **options)
+          options = merged_options(options).merge(raw: true)
+          write(name, value.to_i, **options)
+        end
+      end
+
+      unless method_defined?(:namespace=)
+        # Rails 8.1's Store#namespace and #namespace=, for the lines before it.
+        def namespace
+          @options[:namespace]
+        end
+
+        # Keys are made under the new namespace from the next call on, on every path: they all
+        # read it from the store's options per call. The L1 table stays the one the namespace
+        # given to new chose (its default path).
+        def namespace=(namespace)
+          @options[:namespace] = namespace
+        end
+      end
+
       # The current versions of tags (Strings or Symbols), read now, one read per tier for all of
       # them: a Strata::TagVersions for fetch's, write's or write_multi's `as_of:`, which stamps
       # the entry with these versions instead of those read by the call. For a value computed
@@ -281,13 +333,17 @@ module ActiveSupport
         payload[:caller] = caller_locations(1, 1).first.to_s if Strata.trace_invalidations
         @counters.add(Strata::Counters::INVALIDATIONS)
         @counters.add(Strata::Counters::VERSIONS_BUMPED, ids.size)
-        ActiveSupport::Notifications.instrument(INVALIDATE_EVENT, payload) do
+        bumped = ActiveSupport::Notifications.instrument(INVALIDATE_EVENT, payload) do
           undone = []
-          bumped = failsafe(false) { @stack.dependencies.bump(ids, undone) }
+          done = failsafe(false) { @stack.dependencies.bump(ids, undone) }
           @retries.add_tags(undone) unless undone.empty? # the authority keeps the old versions meanwhile
           local_cache&.clear # it serves entries without their stamps checked
-          bumped
+          done
         end
+        # Once bumped (a deferred bump reports when its transaction commits); the event's
+        # source_location is the caller's line (caller_depth 2).
+        ActiveSupport.event_reporter&.notify(INVALIDATE_REPORTED, {tags: payload[:tags], versions: ids.size}, caller_depth: 2) if REPORTS_EVENTS
+        bumped
       end
 
       # Delete every entry whose key matches matcher, and return how many were deleted. matcher is
@@ -768,7 +824,7 @@ module ActiveSupport
         # checked in the same call, unless what a read's stamps are handed to (a transaction's
         # pending tags, a computation's dependencies) is waiting for them.
         if !state.multi_unread && none_pending && @stamp_reads.idle? && (prefix = key_prefix(namespace)) &&
-            (answer = @stack.get_multi_plain(names, prefix, MAX_KEY_BYTES, event))
+            (answer = @stack.get_multi_plain(names, prefix, @max_key_size, event))
           return plain_values(answer, namespace, event, options)
         end
 
@@ -844,12 +900,10 @@ module ActiveSupport
           next keys_to_names[normalize_key(name, options)] = name unless name.instance_of?(String) && !name.empty?
 
           key = namespace ? prefixed(name, namespace) : name
-          keys_to_names[(key.bytesize <= MAX_KEY_BYTES) ? key : normalize_key(key, NO_NAMESPACE)] = name
+          keys_to_names[(key.bytesize <= @max_key_size) ? key : shortened(key)] = name
         end
         keys_to_names
       end
-
-      NO_NAMESPACE = {namespace: nil}.freeze
 
       # fetch_multi's read-through of the keys no tier held: each gets a fill (kept in fills until
       # fetch_multi ends, which finishes them), and what another caller filled meanwhile goes into
@@ -932,10 +986,37 @@ module ActiveSupport
 
         namespace = options&.key?(:namespace) ? options[:namespace] : @options[:namespace]
         key = namespaced(key, namespace) if namespace
-        return key if key.bytesize <= MAX_KEY_BYTES
+        return key if key.bytesize <= @max_key_size
 
+        shortened(key)
+      end
+
+      # key (namespaced, longer than max_key_size) cut to fit with HASHED_KEY and the digest of
+      # all of it: Rails 8.1's truncate_key where it has one (SCRUBBED_CUT), else on the byte.
+      def shortened(key)
         digest = ActiveSupport::Digest.hexdigest(key)
-        key.byteslice(0, MAX_KEY_BYTES - HASHED_KEY.bytesize - digest.bytesize).b << HASHED_KEY << digest
+        kept = key.byteslice(0, @max_key_size - HASHED_KEY.bytesize - digest.bytesize)
+        if SCRUBBED_CUT
+          kept.force_encoding(Encoding::UTF_8).scrub!("")
+        else
+          kept.force_encoding(Encoding::BINARY)
+        end
+        kept << HASHED_KEY << digest
+      end
+
+      # The max_key_size option's value: an Integer every tier takes, MAX_KEY_BYTES when not
+      # given. Not false (Rails' "no limit"): no tier takes a key over MAX_KEY_BYTES, so a long
+      # key would fail every write (reported) and never be cached; mapping it to 250 would
+      # instead hide that the option asked for something else.
+      def checked_key_size(size)
+        return MAX_KEY_BYTES if size.nil?
+        if size == false
+          raise ArgumentError, "max_key_size: false (no limit) is not supported: StrataStore's tiers take keys " \
+            "of at most #{MAX_KEY_BYTES} bytes, and longer ones are shortened to max_key_size"
+        end
+        return size if size.is_a?(Integer) && size.between?(MIN_KEY_BYTES, MAX_KEY_BYTES)
+
+        raise ArgumentError, "max_key_size must be an Integer from #{MIN_KEY_BYTES} to #{MAX_KEY_BYTES} (bytes), got #{size.inspect}"
       end
 
       def namespaced(key, namespace)

@@ -15,8 +15,14 @@ module Strata
     #   default), the app's database (--sql=app: through --connection-class, by name, and the
     #   strata:sql migration is generated, into --database's migrations path when given), or
     #   L1 alone (--sql=none); the other layouts and memcached as comments.
-    # - development: :strata_store with L1 alone while tmp/caching-dev.txt exists (the branch
-    #   of `bin/rails dev:cache` that Rails' development.rb has), :null_store otherwise.
+    #   Rails' line is replaced whether commented out (Rails 7's `# config.cache_store =
+    #   :mem_cache_store`, a --minimal 8.x app's) or not (a full 8.x app's `config.cache_store =
+    #   :solid_cache_store`, from solid_cache:install); a line that was not a comment stays above
+    #   Strata's as one, to go back to.
+    # - development: :strata_store with L1 alone where Rails' development.rb sets :memory_store:
+    #   in Rails 7, inside the branch that tmp/caching-dev.txt (`bin/rails dev:cache`) selects,
+    #   :null_store staying in the other; in Rails 8, after that branch, so the store is always set
+    #   and dev:cache toggles Action Controller's caching only.
     # - test: :null_store stays, with a comment on what that means for Strata.
     #
     # Each file is changed only where it holds Rails' generated line (or no config.cache_store at
@@ -32,6 +38,8 @@ module Strata
       # A line as Rails generates them: config.cache_store = :some_store, alone on its line,
       # commented out or not. The first group is the comment mark, the second the store's name.
       BARE_STORE = /\A[ \t]*(#[ \t]*)?config\.cache_store[ \t]*=[ \t]*:(\w+)[ \t]*\n?\z/
+      # The branch of development.rb that `bin/rails dev:cache` toggles: its indent.
+      DEV_CACHE_BRANCH = %r{\A([ \t]*)if\b.*tmp/caching-dev\.txt}
       # test.rb's line, as Rails generates it.
       NULL_STORE = /^[ \t]*config\.cache_store[ \t]*=[ \t]*:null_store[ \t]*$/
       # What marks a file this generator has changed.
@@ -66,31 +74,37 @@ module Strata
         raise Thor::Error, "--database applies to --sql=app only" if options[:database] && sql != "app"
       end
 
+      # Replaces Rails' line: commented out, or (a full Rails 8 app's :solid_cache_store) not, and
+      # then kept as a comment. A store with options, or set twice, is the user's own.
       def configure_production
         configure("production") do |lines|
           active, bare = store_lines(lines)
-          next unless (active - bare).empty? # a store with options: the user's own
+          next unless (active - bare).empty? && active.size <= 1
 
-          line = (active & bare).first || bare.first
+          line = active.first || bare.first
           if line
-            replace_line("production", line, snippet("production.rb.tt"))
+            replaced = line.strip if active.include?(line)
+            replace_line("production", line, snippet("production.rb.tt", replaced: replaced))
           else
-            environment(snippet("production.rb.tt"), env: "production")
+            environment(snippet("production.rb.tt", replaced: nil), env: "production")
           end
         end
       end
 
-      # Rails' development.rb sets :memory_store inside the branch that tmp/caching-dev.txt
-      # selects: that line becomes Strata's. Without the branch, or with no cache store at all,
-      # the whole branch goes in.
+      # Rails' development.rb (one with the tmp/caching-dev.txt branch) sets :memory_store, in
+      # Rails 7 inside that branch, in Rails 8 after it: that line becomes Strata's, and says
+      # which of the two it is. With no cache store at all, the whole branch goes in.
       def configure_development
         configure("development") do |lines|
           active, bare = store_lines(lines)
           if active.empty?
             environment(snippet("development_toggle.rb.tt"), env: "development")
           elsif (active - bare).empty? && lines.any? { |line| line.include?("tmp/caching-dev.txt") }
-            caching = (active & bare).reject { |line| BARE_STORE.match(line)[2] == "null_store" }
-            replace_line("development", caching.first, snippet("development.rb.tt")) if caching.size == 1
+            caching = active.reject { |line| BARE_STORE.match(line)[2] == "null_store" }
+            next unless caching.size == 1
+
+            always = !dev_cache_branch(lines).include?(lines.index(caching.first))
+            replace_line("development", caching.first, snippet("development.rb.tt", always: always))
           end
         end
       end
@@ -165,6 +179,16 @@ module Strata
         left_alone(env, "config.cache_store = :strata_store, ...") if read(path) == content && !options[:pretend]
       end
 
+      # The indices of lines that the tmp/caching-dev.txt branch spans (if to end); empty without it.
+      def dev_cache_branch(lines)
+        start = lines.index { |line| DEV_CACHE_BRANCH.match?(line) }
+        return [] unless start
+
+        indent = lines[start][DEV_CACHE_BRANCH, 1]
+        finish = (start + 1...lines.size).find { |i| lines[i].match?(/\A#{indent}end\b/) }
+        finish ? (start..finish) : []
+      end
+
       # The config.cache_store lines of lines: [those that are not comments, those as Rails
       # generates them (BARE_STORE)].
       def store_lines(lines)
@@ -195,9 +219,11 @@ module Strata
           "Strata's line there: #{wanted} (bin/rails generate strata:install --help)", :yellow
       end
 
-      # The template source rendered with this generator's options.
-      def snippet(source)
-        ERB.new(File.read(File.join(self.class.source_root, source)), trim_mode: "-").result(binding)
+      # The template source rendered with this generator's options and locals.
+      def snippet(source, **locals)
+        context = binding
+        locals.each { |name, value| context.local_variable_set(name, value) }
+        ERB.new(File.read(File.join(self.class.source_root, source)), trim_mode: "-").result(context)
       end
 
       def indented(lines, indent)
