@@ -104,6 +104,13 @@ static VALUE shm_alloc(VALUE klass)
     return TypedData_Make_Struct(klass, shm, &shm_type, s);
 }
 
+/* t becomes the handle's table, its state word the one every call loads. */
+static void shm_attach(shm *s, strata_table *t)
+{
+    s->t = t;
+    s->state = strata_state_word(t);
+}
+
 /* s->t is retired: open s->path again (adopting the geometry of the file there) and use that.
  * 0 when it could not be opened; s->t is then still the retired table, which callers must not
  * answer from. The old table is unmapped now, or by the last call still using it without the
@@ -119,8 +126,7 @@ static int shm_reopen(shm *s)
         strata_close(s->t);
     else if (s->old_count < SHM_OLD_TABLES)
         s->old[s->old_count++] = s->t;
-    s->t = t;
-    s->state = strata_state_word(t);
+    shm_attach(s, t);
     s->reopens++;
     value_memo_clear(&s->memo); /* versions are per file */
     memset(&s->tag_keys, 0, sizeof s->tag_keys); /* hashes are per file (its seed) */
@@ -1082,8 +1088,7 @@ static VALUE shm_open(VALUE self, VALUE path, VALUE size, VALUE shards, VALUE se
     RB_GC_GUARD(path);
     switch (o.st) {
     case STRATA_OK:
-        s->t = o.t;
-        s->state = strata_state_word(o.t);
+        shm_attach(s, o.t);
         s->path = strdup(o.path); /* NULL (no memory): a retired table then can't be reopened */
         s->opts = o.opts;
         s->opts.adopt = 1;

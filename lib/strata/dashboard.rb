@@ -107,7 +107,7 @@ module Strata
     def configuration(config)
       case config
       when CLI::Config then config
-      when Hash then CLI::Config.new(**config.transform_keys(&:to_sym).slice(:l1, :memcached, :sql, :namespace))
+      when Hash then CLI::Config.from_store_options(config)
       when String then CLI::Config.from_file(config)
       else raise ArgumentError, "config: must be a Hash of store options, a file name or a Strata::CLI::Config"
       end

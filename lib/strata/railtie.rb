@@ -81,11 +81,7 @@ module Strata
         end
 
         require "strata/cli/stats"
-        options = (options || {}).to_h.transform_keys(&:to_sym)
-        config = Strata::CLI::Config.new(**options.slice(:l1, :memcached, :sql, :namespace))
-        stats = Strata::CLI::Stats.new(config, out: out)
-        stats.run(watch: watch, count: nil, json: json)
-        stats.none_read? ? 1 : 0
+        Strata::CLI::Stats.new(Strata::CLI::Config.from_store_options(options || {}), out: out).run(watch: watch, count: nil, json: json)
       rescue StandardError, ScriptError => e
         err.puts("strata:stats: #{e.class}: #{e.message}")
         1

@@ -43,6 +43,12 @@ module Strata
         new(l1: {path: path})
       end
 
+      # From the options a store is given (config.cache_store's after :strata_store): its tiers
+      # and namespace; the rest (expires_in, ...) says nothing of where the figures are.
+      def self.from_store_options(options)
+        new(**options.to_h.transform_keys(&:to_sym).slice(:l1, :memcached, :sql, :namespace))
+      end
+
       def initialize(l1: nil, memcached: nil, sql: nil, namespace: nil, app: nil, env: nil)
         @memcached = memcached && symbolized(memcached, :memcached)
         @sql = sql && symbolized(sql, :sql)

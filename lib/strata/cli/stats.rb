@@ -24,9 +24,7 @@ module Strata
       def self.run(argv, out: $stdout, err: $stderr)
         options = Options.new(argv)
         config = options.config ? Config.from_file(options.config) : Config.from_path(options.path)
-        stats = new(config, out: out, interval: options.interval || INTERVAL)
-        stats.run(watch: options.watch, count: options.count, json: options.json)
-        stats.none_read? ? 1 : 0
+        new(config, out: out, interval: options.interval || INTERVAL).run(watch: options.watch, count: options.count, json: options.json)
       rescue OptionParser::ParseError => e
         err.puts("strata stats: #{e.message}", Options::USAGE)
         2
@@ -44,20 +42,24 @@ module Strata
       end
 
       # Prints one snapshot, or with watch: one per interval until count of them (nil: until
-      # interrupted).
+      # interrupted). The exit status: 1 when the last snapshot printed read no tier at all
+      # (each showed an error), else 0.
       def run(watch:, count:, json:)
         printed = 0
-        loop do
-          print_snapshot(json, watch)
-          printed += 1
-          break if !watch || (count && printed >= count)
+        begin
+          loop do
+            print_snapshot(json, watch)
+            printed += 1
+            break if !watch || (count && printed >= count)
 
-          sleep(@interval)
+            sleep(@interval)
+          end
+        rescue Interrupt
+          nil
+        ensure
+          @sql&.close
         end
-      rescue Interrupt
-        nil
-      ensure
-        @sql&.close
+        @none_read ? 1 : 0
       end
 
       # {time:, l1: {...}, memcached: [{...}, ...], sql: {...}}, a key per configured tier, and
@@ -75,11 +77,6 @@ module Strata
         result[:sql] = guarded(source: @sql.source) { @sql.stats } if @sql
         add_counters(result, host) if host
         result
-      end
-
-      # Whether the last snapshot printed read no tier at all (each showed an error).
-      def none_read?
-        @none_read
       end
 
       private
