@@ -4,9 +4,11 @@
 # and of one collection page of 75, over HTTP against the demo app under Puma, with each of the
 # representation caches: none, an in-process Hash (MemoryStore, per worker), a floor (FloorCache:
 # a frozen Hash, the least any cache can cost), Strata L1 (over the SQL tier) and, when
-# STRATA_MEMCACHED names servers, Strata L1 + memcached (a second server). Run by `bin/bench --demo`, or as
+# STRATA_MEMCACHED names servers, Strata L1 + memcached (a second server). Run by `bin/bench --demo`,
+# or in the Debian 13 root (the demo is a Rails 8.1 app on Ruby 3.3) as
 #
-#   BUNDLE_GEMFILE=demo/Gemfile bundle exec ruby demo/bench.rb [--rounds N] [--database sqlite|postgres]
+#   script/trixie run env BUNDLE_GEMFILE=$PWD/demo/Gemfile BUNDLE_PATH=$PWD/vendor/bundle \
+#     sh -c 'cd demo && bundle exec ruby bench.rb [--rounds N] [--database sqlite|postgres]'
 #
 # Each cell's fetches go over one keep-alive connection, so to one worker, after WARMUP fetches
 # that fill the caches it reads. Both servers run at once and each round goes through every

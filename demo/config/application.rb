@@ -20,7 +20,7 @@ module StrataDemo
   # STRATA_MEMCACHED   host:port,... to add memcached as L2 (config.cache_store below)
   # STRATA_DEMO_LOG_LEVEL  debug, info (default), warn ...
   class Application < Rails::Application
-    config.load_defaults 7.2
+    config.load_defaults 8.1
     config.api_only = true
     config.enable_reloading = false
     config.eager_load = true
