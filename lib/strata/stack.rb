@@ -35,6 +35,10 @@ module Strata
   # Thread and process safety are the tiers': the stack keeps no state that changes after new.
   class Stack
     NO_HITS = {}.freeze
+    # The smallest value whose write asks the bottom tier for a token (Tier write_tokens) for its
+    # read-back: a smaller one comes back in one packet, as the token would, and the token's
+    # longer request and reply would cost more than they save.
+    WRITE_TOKEN_MIN = 4096
     # Seconds a read-through waits for another caller's fill before computing itself.
     DEFAULT_FILL_WAIT = 2.0
 
@@ -67,6 +71,11 @@ module Strata
       @on_error = on_error
       @counters = @tiers.rindex { |tier| tier.capabilities[:counters] }
       @counter_tiers = @tiers.map { |tier| tier.capabilities[:counters] }.freeze
+      # The bottom tier's index when its writes answer tokens (Tier write_tokens) and tiers above
+      # it take copies, which #settle checks against it: it is the lowest tier of every write it
+      # stores. (Above another tier, its token would go unused.) Asked for values of
+      # WRITE_TOKEN_MIN bytes or more.
+      @token_at = (@tiers.size - 1) if @tiers.size > 1 && @tiers.last.capabilities[:write_tokens]
       @top_down = (0...@tiers.size).to_a.freeze
       @bottom_up = @top_down.reverse.freeze
       @host_index = @tiers.index { |tier| tier.capabilities[:host] }
@@ -246,6 +255,9 @@ module Strata
     def set(key, bytes, ttl: nil)
       refused = false
       lowest = nil
+      token = nil
+      # The tier asked for a token (see @token_at), if any.
+      token_at = @token_at if @token_at && bytes.bytesize >= WRITE_TOKEN_MIN
       counter = @counters && Entry.counter?(bytes)
       stored = write_tiers(key, @bottom_up) do |tier, index|
         if counter && !@counter_tiers[index]
@@ -254,7 +266,13 @@ module Strata
           refused = true unless dropped?(key, index)
           next false
         end
-        if tier.set(key, bytes, ttl: ttl_at(index, ttl))
+        if token_at && index == token_at
+          token = tier.set(key, bytes, ttl: ttl_at(index, ttl), token: true)
+          if token
+            lowest = index # the bottom tier: the first to store
+            next true
+          end
+        elsif tier.set(key, bytes, ttl: ttl_at(index, ttl))
           lowest ||= index
           next true
         end
@@ -266,7 +284,7 @@ module Strata
       end
       return missed_below(key) if stored == :undurable
 
-      settle(key, bytes, lowest) if lowest && lowest > 0
+      settle(key, bytes, lowest, token) if lowest && lowest > 0
       stored && !refused
     end
 
@@ -285,6 +303,7 @@ module Strata
 
       plain = plain.to_h
       lowest = {}
+      tokens = {} # key => the token its lowest tier's write answered (Tier write_tokens)
       refused = {}
       missed = nil
       @bottom_up.each do |index|
@@ -298,7 +317,13 @@ module Strata
         end
         refusals = 0
         stored.each do |key, ok|
-          next lowest[key] ||= index if ok
+          if ok
+            next if lowest.key?(key)
+
+            lowest[key] = index
+            tokens[key] = ok if ok.is_a?(Integer)
+            next
+          end
 
           refusals += 1
           refused[key] = true
@@ -309,7 +334,7 @@ module Strata
 
         failed(TierError.new("#{@names[index]} did not store #{refusals} of #{plain.size} values", tier: @names[index]), index)
       end
-      settle_multi(plain, lowest)
+      settle_multi(plain, lowest, tokens)
       plain.each_key { |key| results[key] = lowest.key?(key) && !refused.key?(key) }
       missed_below_multi(missed, results) if missed
       results
@@ -600,9 +625,13 @@ module Strata
     # it (memcached) held a dropped copy, another host may have taken that copy into its L1
     # after its poller applied the change it is older than: a key row goes to the log, and
     # every poller drops it again (the ordering rule, docs/coherence.md).
-    def settle(key, bytes, lowest)
-      current = safely(lowest) { @tiers[lowest].peek(key) } # not the app's read: uncounted
-      return true if current == bytes
+    #
+    # token: what the write to lowest answered, when it gave a token (Tier write_tokens): the
+    # tier is then asked whether it still holds that write, and the value is not read back.
+    def settle(key, bytes, lowest, token = nil)
+      # Not the app's read: uncounted.
+      held = safely(lowest) { token.is_a?(Integer) ? @tiers[lowest].holds?(key, token) : @tiers[lowest].peek(key) == bytes }
+      return true if held
 
       take_back_copies(key, lowest)
       announce([key]) if lowest == @announce_at
@@ -620,7 +649,10 @@ module Strata
     # tier index's set_multi of entries: [{key => stored}, whether a failure was reported]. A key
     # the tier did not answer for (it failed, wholly or on one server) is absent.
     def set_multi_on(index, entries, ttl)
-      [@tiers[index].set_multi(entries, ttl: ttl_at(index, ttl)), false]
+      tier = @tiers[index]
+      tier_ttl = ttl_at(index, ttl)
+      tokens = index == @token_at && entries.each_value.any? { |bytes| bytes.bytesize >= WRITE_TOKEN_MIN }
+      [tokens ? tier.set_multi(entries, ttl: tier_ttl, tokens: true) : tier.set_multi(entries, ttl: tier_ttl), false]
     rescue PartialError => error
       failed(error, index)
       [error.result, true]
@@ -630,20 +662,32 @@ module Strata
     end
 
     # #settle for many keys (lowest: key => the tier index whose bytes, entries[key], were
-    # written or copied above it): read back from those tiers, one peek_multi per tier; where it
-    # now holds something else (or can't say), the copies above are dropped.
-    def settle_multi(entries, lowest)
+    # written or copied above it; tokens: key => the token that write answered, if any): read
+    # back from those tiers, one peek_multi per tier (one write_tokens for the keys with tokens);
+    # where it now holds something else (or can't say), the copies above are dropped.
+    def settle_multi(entries, lowest, tokens = NO_HITS)
       lowest.reject { |_key, index| index.zero? }.group_by { |_key, index| index }.each do |index, pairs|
-        keys = pairs.map(&:first)
-        current = begin
-          @tiers[index].peek_multi(keys)
-        rescue TierError => error
-          partial_result(error, index)
+        with_tokens, keys = pairs.map(&:first).partition { |key| tokens.key?(key) }
+        changed = []
+        unless keys.empty?
+          current = read_back(index) { |tier| tier.peek_multi(keys) }
+          changed.concat(keys.reject { |key| current[key] == entries[key] })
         end
-        changed = keys.reject { |key| current[key] == entries[key] }
+        unless with_tokens.empty?
+          current = read_back(index) { |tier| tier.write_tokens(with_tokens) }
+          changed.concat(with_tokens.reject { |key| current[key] == tokens[key] })
+        end
         changed.each { |key| take_back_copies(key, index) }
         announce(changed) if index == @announce_at && !changed.empty?
       end
+    end
+
+    # What the block read back from the tier at index (settle_multi): a Hash, the part of it
+    # answered when the tier failed (PartialError), reported.
+    def read_back(index)
+      yield @tiers[index]
+    rescue TierError => error
+      partial_result(error, index)
     end
 
     # Appends a key row for each of keys to the log of the tier at @announce_at (see #settle).

@@ -20,7 +20,12 @@ module Strata
     #           single-flight lock there (#lock_fill).
     # tombstones: delete leaves a marker that refuses the fill of a read-through which read the
     #           key before it (#get_for_fill, #add_for_fill). Without it, a fill is a plain add.
-    CAPABILITIES = {leases: false, stale: false, cas: false, counters: false, host: false, tombstones: false}.freeze
+    # write_tokens: #set takes token: true and #set_multi tokens: true, and may then answer, for
+    #           what they stored, a token (an Integer) in place of true that only that write
+    #           gave; #holds? and #write_tokens tell later whether key still holds that write,
+    #           without reading its value back (Stack#settle).
+    CAPABILITIES = {leases: false, stale: false, cas: false, counters: false, host: false, tombstones: false,
+                    write_tokens: false}.freeze
 
     # Optional. Which of CAPABILITIES this tier has.
     def capabilities
@@ -119,6 +124,17 @@ module Strata
     # Required. Store bytes under key. True if stored.
     def set(key, bytes, ttl: nil)
       raise NotImplementedError, "#{self.class} must implement set"
+    end
+
+    # With write_tokens: whether key still holds the write that answered token.
+    def holds?(key, token)
+      raise NotImplementedError, "#{self.class} declares no write_tokens"
+    end
+
+    # With write_tokens: {key => its current token} for the keys present, to compare with those
+    # their writes answered.
+    def write_tokens(keys)
+      raise NotImplementedError, "#{self.class} declares no write_tokens"
     end
 
     # Required. Store only if key is absent. True if stored.

@@ -23,7 +23,8 @@ class MemcachedTierTest < Minitest::Test
 
   def test_is_a_tier_with_every_capability
     assert_kind_of Strata::Tier, @tier
-    assert_equal({leases: true, stale: true, cas: true, counters: true, host: false, tombstones: false}, @tier.capabilities)
+    assert_equal({leases: true, stale: true, cas: true, counters: true, host: false, tombstones: false, write_tokens: true},
+      @tier.capabilities)
   end
 
   def test_contract_operations

@@ -47,7 +47,8 @@ module Strata
       def test_tier_contract_and_capabilities
         t = table
         assert_kind_of Strata::Tier, t
-        assert_equal({leases: false, stale: false, cas: true, counters: true, host: true, tombstones: false}, t.capabilities)
+        assert_equal({leases: false, stale: false, cas: true, counters: true, host: true, tombstones: false, write_tokens: false},
+          t.capabilities)
       end
 
       def test_set_get_overwrite_delete

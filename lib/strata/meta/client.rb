@@ -194,9 +194,24 @@ module Strata
         end
       end
 
-      # Stores value. True when stored.
-      def set(key, value, ttl: nil)
-        store(key, value, ttl, mode: nil, cas: nil)
+      # Stores value. True when stored. token: true answers a write token instead of true: the
+      # CAS the item got, which #cas_of compares later without reading the value back. A server
+      # with E (ServerFeatures#explicit_cas) is given a random one; 1.6.18 says its own (c).
+      def set(key, value, ttl: nil, token: false)
+        store(key, value, ttl, mode: nil, cas: nil, token: token)
+      end
+
+      # The CAS of key's item, or nil when it is absent or stale: one mg without the value. The
+      # refill win of a stale item it is handed goes on, as a plain read's does (give_up_win).
+      def cas_of(key)
+        server, role = @ring.route(key)
+        @counts&.gutter_read(1) if role == :gutter
+        dispatch(server) do |c|
+          c.write(Request.mg(key, value: false, flags: false))
+          result = Response.parse(c.read_line, :mg)
+          give_up_win(c, [key]) if result.stale? && result.won?
+          result.cas if result.status == :hit && !result.stale?
+        end
       end
 
       # Stores value only if key is absent. True when stored.
@@ -573,12 +588,14 @@ module Strata
       # An ms of key. A value over the server's item size limit (from the probe, see
       # ITEM_OVERHEAD) is not sent: the key is deleted instead, as memcached does when it refuses
       # one (but for an add, which would not have replaced it), and ValueTooLargeError is raised.
-      def store(key, value, ttl, mode:, cas:)
+      def store(key, value, ttl, mode:, cas:, token: false)
         raise ArgumentError, "value must be a String, got #{value.class}" unless value.is_a?(String)
 
         server, role = @ring.route(key)
         gutter_write(key, server) if role == :gutter
-        header = if mode.nil? && cas.nil?
+        header = if token
+          nil # needs the server's features: built in the exchange
+        elsif mode.nil? && cas.nil?
           Request.ms_value(key, value.bytesize, server_ttl(ttl, role))
         else
           Request.ms_header(key, value.bytesize, ttl: server_ttl(ttl, role), mode: mode, cas: cas)
@@ -586,6 +603,7 @@ module Strata
         stored = dispatch(server) do |c, features|
           limit = features.item_size_max
           next too_large(c, key, mode) if limit && key.bytesize + value.bytesize + ITEM_OVERHEAD > limit
+          next store_with_token(c, features, key, value, server_ttl(ttl, role), mode, cas) if token
 
           c.write(header, value, Request::CRLF)
           Response.status(c.read_line, :ms) == :hit
@@ -597,6 +615,16 @@ module Strata
       rescue TierError => e
         note(e.server, key, nil) if e.server
         raise
+      end
+
+      # #store's exchange when the caller wants a write token (#set): the CAS the item got when
+      # stored (an Integer; true when the server named none), else false.
+      def store_with_token(conn, features, key, value, ttl, mode, cas)
+        new_cas = Request.new_cas if features.explicit_cas
+        conn.write(Request.ms_header(key, value.bytesize, ttl: ttl, mode: mode, cas: cas, new_cas: new_cas,
+          return_cas: new_cas.nil?), value, Request::CRLF)
+        result = Response.parse(conn.read_line, :ms)
+        result.status == :hit && (new_cas || result.cas || true)
       end
 
       # The refusal of a value too large for the server's items (see #store): nil.

@@ -48,18 +48,24 @@ module Strata
       # server: its own error). So does an entry the server rejects anyway (SERVER_ERROR): that
       # reply carries no opaque, so the whole batch of that server counts as failed, though its
       # other entries may be stored.
-      def set_multi(entries, ttl: nil)
+      #
+      # tokens: true answers, for each entry stored on a server with E (ServerFeatures
+      # #explicit_cas), the random CAS it was given (an Integer, which #cas_multi compares later)
+      # instead of true. A quiet ms does not say the CAS the server chose, so on a server without
+      # E such entries stay true.
+      def set_multi(entries, ttl: nil, tokens: false)
         batches = entries.each_with_object({}) do |(key, value), by_server|
           raise ArgumentError, "value of #{key.inspect} must be a String, got #{value.class}" unless value.is_a?(String)
 
           server, role = routed(key, entries.each_key)
           gutter_write(key, server) if role == :gutter
           batch = (by_server[server] ||= [])
-          header = Request.ms_header(key, value.bytesize, ttl: server_ttl(ttl, role), opaque: batch.size, quiet: true)
-          batch << [key, header, value]
+          key_ttl = server_ttl(ttl, role)
+          batch << [key, Request.ms_header(key, value.bytesize, ttl: key_ttl, opaque: batch.size, quiet: true), value, key_ttl]
         end
         too_large = []
         stored = each_server_batch(batches, {}, changes: true) do |c, batch, results, features|
+          batch = with_new_cas(batch) if tokens && features.explicit_cas
           write_batch(c, batch, results, features.item_size_max, too_large)
         end
         return stored if too_large.empty?
@@ -67,6 +73,13 @@ module Strata
         error = ValueTooLargeError.new("#{too_large.size} values over their server's item size limit, " \
           "first #{too_large.first.inspect}: not stored, old copies deleted")
         raise PartialError.new(error.message, result: stored, tier: :l2), cause: error
+      end
+
+      # {key => its item's CAS} for the keys present: one pipeline per server of quiet mg without
+      # the value (misses stay silent), then mn. Failures as for #get_multi.
+      def cas_multi(keys)
+        batches = keys.group_by { |key| @ring.route(key).first }
+        each_server_batch(batches, {}) { |c, batch, found| read_cas_batch(c, batch, found) }
       end
 
       # Removes keys; {key => true if it was there}. One quiet pipeline per server (md q, then mn):
@@ -172,6 +185,41 @@ module Strata
         raise ProtocolError, "reply #{line.inspect} names no key of a pipeline of #{batch.size}"
       end
 
+      # batch (set_multi's [key, header, value, ttl] entries) with a random CAS in each header
+      # (E), as [key, header, value, ttl, cas]: write_batch answers that CAS for each one stored.
+      def with_new_cas(batch)
+        batch.each_with_index.map do |(key, _header, value, ttl), index|
+          new_cas = Request.new_cas
+          [key, Request.ms_header(key, value.bytesize, ttl: ttl, new_cas: new_cas, opaque: index, quiet: true), value, ttl, new_cas]
+        end
+      end
+
+      # Quiet mg c per key (opaque: its index), then mn; found[key] = the CAS of each key present
+      # and not stale. Refill wins of stale items go on, as #read_batch's do.
+      def read_cas_batch(conn, batch, found)
+        batch.each_with_index do |key, index| # bound: batch.size
+          conn.write(Request.mg(key, value: false, flags: false, opaque: index, quiet: true))
+        end
+        conn.write(Request::MN)
+        won = []
+        (batch.size + 1).times do # bound: one reply per key at most, then MN
+          result = Response.parse(conn.read_line)
+          if result.status == :noop
+            give_up_win(conn, won) unless won.empty?
+            return found
+          end
+          raise ProtocolError, "unexpected #{result.status} in a cas_multi pipeline" unless result.status == :hit && result.cas
+
+          key = batch[batch_index(result.opaque, batch.size)]
+          won << key if result.stale? && result.won?
+          found[key] = result.cas unless result.stale?
+        end
+        raise ProtocolError, "cas_multi pipeline not ended by MN"
+      rescue ProtocolError
+        batch.each { |key| found.delete(key) }
+        raise
+      end
+
       # Writes a quiet ms per entry and mn; an entry is stored unless its reply says otherwise.
       # An entry that can't fit the server's items (its SERVER_ERROR would carry no opaque) stops
       # the batch before any of it is sent.
@@ -188,6 +236,7 @@ module Strata
           end
         end
         read_quiet_replies(conn, batch.map(&:first), stored, :ms)
+        batch.each { |key, _header, _value, _ttl, new_cas| stored[key] = new_cas if new_cas && stored[key] }
         skipped.each { |key| stored[key] = false }
         too_large.concat(skipped)
       end

@@ -38,6 +38,7 @@ module Strata
       # Item TTLs are 32-bit signed on the server; a negative TTL expires the item at once.
       TTL_RANGE = (-(2**31)..(2**31 - 1))
       CAS_RANGE = (0..(2**64 - 1))
+      NEW_CAS_RANGE = ((2**32)..(2**63 - 1))
       # The F token is a 32-bit unsigned number; 1.6.18 silently truncates larger ones.
       CLIENT_FLAGS_RANGE = (0..(2**32 - 1))
       # ma deltas and initial values are unsigned 64-bit.
@@ -144,9 +145,11 @@ module Strata
       # cas (C: store only if the item's CAS matches; EX otherwise, NF when missing),
       # invalidate (I, with cas: a CAS older than the item's is accepted but the item is marked
       # stale), mode (M: :set, :add, :replace, :append, :prepend; :add/:replace answer NS when the
-      # item is present/absent), return_cas (c), return_key (k), opaque (O), quiet (q: hides HD).
+      # item is present/absent), new_cas (E: the CAS the stored item gets, chosen by the client;
+      # a server without E answers CLIENT_ERROR, see ServerFeatures#explicit_cas), return_cas (c),
+      # return_key (k), opaque (O), quiet (q: hides HD).
       def ms_header(key, value_bytesize, ttl: nil, flags: nil, cas: nil, invalidate: false, mode: nil,
-        return_cas: false, return_key: false, opaque: nil, quiet: false)
+        new_cas: nil, return_cas: false, return_key: false, opaque: nil, quiet: false)
         check_number(value_bytesize, VALUE_BYTESIZE_RANGE, :value_bytesize)
         check_number(ttl, TTL_RANGE, :ttl) unless ttl.nil?
         token, base64 = key_token(key)
@@ -164,11 +167,18 @@ module Strata
           buf << " I"
         end
         buf << MS_MODES.fetch(mode) { raise ArgumentError, "unknown ms mode #{mode.inspect}" } unless mode.nil?
+        append_number(buf, " E", new_cas, CAS_RANGE, :new_cas) unless new_cas.nil?
         buf << " c" if return_cas
         buf << " k" if return_key
         append_opaque(buf, opaque) unless opaque.nil?
         buf << " q" if quiet
         buf << CRLF
+      end
+
+      # A CAS for ms's E (ms_header's new_cas:): random, so that no other write of any process
+      # gives an item the same one (memcached's own count starts at 1; these are 2**32 and up).
+      def new_cas
+        Random.rand(NEW_CAS_RANGE)
       end
 
       # Meta delete: "md <key> <flags>*\r\n".

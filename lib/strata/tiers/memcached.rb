@@ -43,7 +43,8 @@ module Strata
     class Memcached
       include Strata::Tier
 
-      CAPABILITIES = {leases: true, stale: true, cas: true, counters: true, host: false, tombstones: false}.freeze
+      CAPABILITIES = {leases: true, stale: true, cas: true, counters: true, host: false, tombstones: false,
+                      write_tokens: true}.freeze
 
       # What a tier counts through until the stack gives it a row (#count_in): nothing.
       NOT_COUNTED = Counters::Row::NONE
@@ -86,8 +87,8 @@ module Strata
         @counts.read_many(keys, @client.get_multi(keys))
       end
 
-      def set_multi(entries, ttl: nil)
-        @counts.wrote_many(@client.set_multi(entries, ttl: ttl))
+      def set_multi(entries, ttl: nil, tokens: false)
+        @counts.wrote_many(@client.set_multi(entries, ttl: ttl, tokens: tokens))
       end
 
       def delete_multi(keys)
@@ -98,8 +99,19 @@ module Strata
         @client.get_with_cas(key)
       end
 
-      def set(key, bytes, ttl: nil)
-        @counts.wrote(key, @client.set(key, bytes, ttl: ttl))
+      def set(key, bytes, ttl: nil, token: false)
+        @counts.wrote(key, @client.set(key, bytes, ttl: ttl, token: token))
+      end
+
+      # Write tokens (Strata::Tier#holds?): an item's CAS. A set with token: true gives the item
+      # a random one where the server has E (ServerFeatures#explicit_cas) and answers it, so the
+      # stack's read-back of its own write asks for the CAS and not the value.
+      def holds?(key, token)
+        @client.cas_of(key) == token
+      end
+
+      def write_tokens(keys)
+        @client.cas_multi(keys)
       end
 
       def add(key, bytes, ttl: nil)
