@@ -144,7 +144,7 @@ module Strata
 
     # Takes the host lock, or waits for its holder's value. The value, or nil to go on (holding
     # the lock, or after fill_wait without it). The first try is the common case, and takes no
-    # block: a loop and two rescuing blocks around it cost a cold fetch 7,000 instructions.
+    # block: a loop and rescuing blocks around it would be paid by every cold fetch.
     def host_single_flight(key, index, fill, info)
       token = take_lock(key, index, info)
       return nil if token == :failed # the host tier is failing: don't wait on it

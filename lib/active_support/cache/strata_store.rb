@@ -533,7 +533,7 @@ module ActiveSupport
 
       # write_entry's work. local: false for a caller that found no local cache active
       # (UnobservedWrites): the write then skips the LocalCache layer's write_serialized_entry,
-      # which would only look for one again (two lookups were 5% of a cold fetch).
+      # which would only look for one again.
       def store_entry(key, entry, options, local)
         started = Strata::Clock.monotonic_us
         stamps = stamps_for(key, options[:tags], options[:as_of])
