@@ -87,7 +87,8 @@ class MetaClientScriptedFaultsTest < Minitest::Test
     calls = {
       set: -> { @client.set("oom", "v") }, lease_get: -> { @client.lease_get("oom", lease_ttl: 5) },
       incr: -> { @client.incr("oom", 1, initial: 1) }, get_multi: -> { @client.get_multi(%w[a oom b]) },
-      set_multi: -> { @client.set_multi({"a" => "1", "oom" => "2", "b" => "3"}) }
+      set_multi: -> { @client.set_multi({"a" => "1", "oom" => "2", "b" => "3"}) },
+      cas_of: -> { @client.cas_of("oom") }, cas_multi: -> { @client.cas_multi(%w[a oom b]) }
     }
     calls.each do |name, call|
       error = assert_raises(Strata::Meta::ServerError, name.to_s) { call.call }

@@ -195,17 +195,26 @@ module Strata
       end
 
       # Quiet mg c per key (opaque: its index), then mn; found[key] = the CAS of each key present
-      # and not stale. Refill wins of stale items go on, as #read_batch's do.
+      # and not stale. Refill wins of stale items go on, and a SERVER_ERROR is raised once MN is
+      # read, as #read_batch does.
       def read_cas_batch(conn, batch, found)
         batch.each_with_index do |key, index| # bound: batch.size
           conn.write(Request.mg(key, value: false, flags: false, opaque: index, quiet: true))
         end
         conn.write(Request::MN)
         won = []
+        refusal = nil
         (batch.size + 1).times do # bound: one reply per key at most, then MN
-          result = Response.parse(conn.read_line)
+          result = begin
+            Response.parse(conn.read_line)
+          rescue ServerError => e
+            refusal ||= e
+            next
+          end
           if result.status == :noop
             give_up_win(conn, won) unless won.empty?
+            raise refusal if refusal
+
             return found
           end
           raise ProtocolError, "unexpected #{result.status} in a cas_multi pipeline" unless result.status == :hit && result.cas
