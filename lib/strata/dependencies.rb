@@ -76,10 +76,10 @@ module Strata
       @coherence_interval = coherence_interval.to_f
       # The host tier when a poller keeps its copies current and it can keep polled copies.
       @polled = tiers[@host_index] if polled && @host_index && @host_index < bottom &&
-        tiers[@host_index].respond_to?(:add_polled)
+        tiers[@host_index].capabilities[:polled_copies]
       # The top tier when it is the host tier and checks an entry's stamps itself (L1:
       # SharedMemory#check_stamps, one C call that makes no object): #current?'s fast path.
-      @checker = tiers[0] if @host_index == 0 && tiers[0].respond_to?(:check_stamps)
+      @checker = tiers[0] if @host_index == 0 && tiers[0].capabilities[:stamp_check]
       # id => version key. A Hash, not a lock: each read and write of it is one C call under the
       # GVL, and a key lost to a concurrent clear is only made again.
       @keys = {}

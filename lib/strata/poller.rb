@@ -134,7 +134,7 @@ module Strata
       # first) have both, else nil.
       def sources(tiers)
         host = tiers.index { |tier| tier.capabilities[:host] }
-        sql = tiers.index { |tier| tier.respond_to?(:invalidation_log?) && tier.invalidation_log? }
+        sql = tiers.index { |tier| tier.capabilities[:invalidation_log] }
         [tiers[host], tiers[sql], tiers[(host + 1)...sql]] if host && sql && host < sql
       end
 
@@ -179,7 +179,7 @@ module Strata
       @read_once = false
       # Milliseconds a round vouches for the host tier's polled copies (#vouch); nil when it
       # keeps none.
-      @vouch_ms = (dependencies.coherence_interval * 1000).floor if host.respond_to?(:polled_until=)
+      @vouch_ms = (dependencies.coherence_interval * 1000).floor if host.capabilities[:polled_copies]
     end
 
     def start
@@ -466,7 +466,7 @@ module Strata
     def settle_batch(tier, keys, current, unsettled)
       # Keys whose own server is down here: their reads are a gutter's, and their deletes only
       # noted for the server's return (so never settled here).
-      away = tier.respond_to?(:gutter?) ? keys.select { |key| tier.gutter?(key) } : NOTHING_LEFT
+      away = tier.capabilities[:gutter] ? keys.select { |key| tier.gutter?(key) } : NOTHING_LEFT
       stale = begin
         held = tier.peek_multi(keys)
         keys.select { |key| (held.key?(key) && held[key] != current[key]) || away.include?(key) }

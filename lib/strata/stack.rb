@@ -455,7 +455,7 @@ module Strata
     def cleanup
       removed = 0
       @tiers.each_with_index do |tier, index|
-        removed += tier.cleanup if tier.respond_to?(:cleanup)
+        removed += tier.cleanup if tier.capabilities[:sweeping]
       rescue TierError => error
         failed(error, index)
       end
@@ -466,7 +466,7 @@ module Strata
     # never the stack's own (locks, tag versions).
     def keys
       listed = @tiers.each_with_index.flat_map do |tier, index|
-        tier.respond_to?(:keys) ? tier.keys.reject { |key| reserved_key?(key) } : []
+        tier.capabilities[:listing] ? tier.keys.reject { |key| reserved_key?(key) } : []
       rescue TierError => error
         failed(error, index)
         []
@@ -696,10 +696,10 @@ module Strata
     end
 
     # The index of the tier whose invalidation log tells other hosts of changes (the SQL tier
-    # with invalidation_log?) when a tier other hosts also read (not the host tier) sits above
+    # with invalidation_log) when a tier other hosts also read (not the host tier) sits above
     # it; else nil.
     def announcing_tier
-      index = @tiers.index { |tier| tier.respond_to?(:invalidation_log?) && tier.invalidation_log? }
+      index = @tiers.index { |tier| tier.capabilities[:invalidation_log] }
       index if index && (0...index).any? { |above| !@tiers[above].capabilities[:host] }
     end
 

@@ -24,8 +24,17 @@ module Strata
     #           what they stored, a token (an Integer) in place of true that only that write
     #           gave; #holds? and #write_tokens tell later whether key still holds that write,
     #           without reading its value back (Stack#settle).
+    # listing:  #keys lists the keys it holds (a networked tier can't).
+    # sweeping: #cleanup drops its expired entries and answers how many.
+    # invalidation_log: every change also appends to a log that other hosts' pollers read
+    #           (#log_after, #log_keys); Strata::Poller polls the first such tier.
+    # polled_copies: #add_polled stores a copy that is live only while a poller vouches for it
+    #           (#polled_until=); Strata::Dependencies keeps tag versions there.
+    # stamp_check: #check_stamps checks a stamped entry's tag versions in the tier itself.
+    # gutter:   #gutter?(key) tells whether key's own server is away and a stand-in serves it.
     CAPABILITIES = {leases: false, stale: false, cas: false, counters: false, host: false, tombstones: false,
-                    write_tokens: false}.freeze
+                    write_tokens: false, listing: false, sweeping: false, invalidation_log: false,
+                    polled_copies: false, stamp_check: false, gutter: false}.freeze
 
     # Optional. Which of CAPABILITIES this tier has.
     def capabilities

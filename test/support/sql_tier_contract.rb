@@ -24,7 +24,11 @@ module Strata
 
       def test_is_a_tier_with_tombstones_and_no_other_capability
         assert_kind_of Strata::Tier, @tier
-        assert_equal({tombstones: true}, @tier.capabilities.select { |_, able| able }, "no leases, stale copies, cas or counters")
+        able = @tier.capabilities.select { |_, yes| yes }.keys
+        assert_equal %i[tombstones listing sweeping], able - [:invalidation_log], "no leases, stale copies, cas or counters"
+        assert_equal @tier.invalidation_log?, @tier.capabilities[:invalidation_log]
+        assert_respond_to @tier, :keys
+        assert_respond_to @tier, :cleanup
         assert_raises(NotImplementedError) { @tier.incr("n") }
         assert_raises(NotImplementedError) { @tier.get_with_cas("n") }
       end

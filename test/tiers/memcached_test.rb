@@ -23,8 +23,9 @@ class MemcachedTierTest < Minitest::Test
 
   def test_is_a_tier_with_every_capability
     assert_kind_of Strata::Tier, @tier
-    assert_equal({leases: true, stale: true, cas: true, counters: true, host: false, tombstones: false, write_tokens: true},
-      @tier.capabilities)
+    assert_equal %i[leases stale cas counters write_tokens gutter], @tier.capabilities.select { |_, yes| yes }.keys
+    assert_equal Strata::Tier::CAPABILITIES.keys, @tier.capabilities.keys
+    assert_respond_to @tier, :gutter?
   end
 
   def test_contract_operations

@@ -47,8 +47,10 @@ module Strata
       def test_tier_contract_and_capabilities
         t = table
         assert_kind_of Strata::Tier, t
-        assert_equal({leases: false, stale: false, cas: true, counters: true, host: true, tombstones: false, write_tokens: false},
-          t.capabilities)
+        assert_equal %i[cas counters host listing sweeping polled_copies stamp_check],
+          t.capabilities.select { |_, yes| yes }.keys
+        assert_equal Strata::Tier::CAPABILITIES.keys, t.capabilities.keys
+        %i[keys cleanup add_polled polled_until= check_stamps].each { |method| assert_respond_to t, method }
       end
 
       def test_set_get_overwrite_delete

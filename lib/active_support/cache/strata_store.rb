@@ -1071,7 +1071,7 @@ module ActiveSupport
 
       # The names of the tiers that can list their keys (for delete_matched).
       def listable_tiers
-        @stack.tier_names.select { |name| @stack[name].respond_to?(:keys) }
+        @stack.tier_names.select { |name| @stack[name].capabilities[:listing] }
       end
 
       # The Codec for the serializer, compressor and coder options, taken out of options. A coder

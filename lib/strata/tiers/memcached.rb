@@ -43,8 +43,8 @@ module Strata
     class Memcached
       include Strata::Tier
 
-      CAPABILITIES = {leases: true, stale: true, cas: true, counters: true, host: false, tombstones: false,
-                      write_tokens: true}.freeze
+      CAPABILITIES = Tier::CAPABILITIES.merge(leases: true, stale: true, cas: true, counters: true,
+        write_tokens: true, gutter: true).freeze
 
       # What a tier counts through until the stack gives it a row (#count_in): nothing.
       NOT_COUNTED = Counters::Row::NONE

@@ -86,8 +86,8 @@ module Strata
     class SharedMemory
       include Strata::Tier
 
-      CAPABILITIES = {leases: false, stale: false, cas: true, counters: true, host: true, tombstones: false,
-                      write_tokens: false}.freeze
+      CAPABILITIES = Tier::CAPABILITIES.merge(cas: true, counters: true, host: true, listing: true, sweeping: true,
+        polled_copies: true, stamp_check: true).freeze
 
       DEFAULTS = {
         shards: nil,        # power of two, 1..256; nil: 16, fewer for small sizes

@@ -126,7 +126,9 @@ module Strata
       include VersionsAndLog
       include RawTags
 
-      CAPABILITIES = Tier::CAPABILITIES.merge(tombstones: true).freeze
+      CAPABILITIES = Tier::CAPABILITIES.merge(tombstones: true, listing: true, sweeping: true).freeze
+      # With the invalidation_log: option on.
+      LOGGING_CAPABILITIES = CAPABILITIES.merge(invalidation_log: true).freeze
       # The token of a fill that read no row (ids start at 1).
       NO_TOMBSTONE = 0
       # What a tombstone keeps as its value when it buried a live row, so that the one statement
@@ -226,7 +228,7 @@ module Strata
       end
 
       def capabilities
-        CAPABILITIES
+        @logging ? LOGGING_CAPABILITIES : CAPABILITIES
       end
 
       def counter_row
