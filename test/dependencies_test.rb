@@ -18,8 +18,8 @@ class DependenciesTest < Minitest::Test
       # The bottom table plays a tier below the host: not the host tier itself.
       @bottom.define_singleton_method(:capabilities) { Strata::Tier::CAPABILITIES }
       @errors = []
-      @dependencies = Dependencies.new([@top, @bottom], %i[top bottom],
-        on_error: ->(error, tier) { @errors << [error.class, tier] }, coherence_interval: 30)
+      @dependencies = Dependencies.new(Strata::TierList.new({top: @top, bottom: @bottom},
+        on_error: ->(error, tier) { @errors << [error.class, tier] }), coherence_interval: 30)
       super
     ensure
       @top&.close
@@ -168,7 +168,7 @@ class DependenciesTest < Minitest::Test
 
   # Without a host table on top (memcached, SQL) the tiers' versions are read as they are.
   def test_a_stack_without_a_host_table_on_top_checks_through_reads
-    dependencies = Dependencies.new([@bottom], %i[bottom])
+    dependencies = Dependencies.new(Strata::TierList.new({bottom: @bottom}))
     ids = [id, Dependencies.tag_id("projects/7")]
     versions = dependencies.versions(ids)
 
@@ -213,7 +213,7 @@ class DependenciesTest < Minitest::Test
   end
 
   def test_the_host_copy_of_a_version_lives_coherence_interval_when_tiers_are_below
-    dependencies = Dependencies.new([@top, @bottom], %i[top bottom], coherence_interval: 0.05)
+    dependencies = Dependencies.new(Strata::TierList.new({top: @top, bottom: @bottom}), coherence_interval: 0.05)
     dependencies.versions([id])
     @bottom.set(key, [5].pack("Q<")) # another host's bump, which this host's L1 did not see
 
@@ -226,7 +226,7 @@ class DependenciesTest < Minitest::Test
     Strata::TestSupport.with_tmpdir do |dir|
       middle = Strata::Tiers::SharedMemory.new(path: File.join(dir, "middle"), size: 1 << 20, lock_timeout: 0.01)
       middle.define_singleton_method(:capabilities) { Strata::Tier::CAPABILITIES }
-      dependencies = Dependencies.new([@top, middle, @bottom], %i[top middle bottom], coherence_interval: 0.05)
+      dependencies = Dependencies.new(Strata::TierList.new({top: @top, middle: middle, bottom: @bottom}), coherence_interval: 0.05)
       old = dependencies.versions([id]).first
       @bottom.set(key, [5].pack("Q<")) # the bump reached the authority only
 
@@ -245,7 +245,7 @@ class DependenciesTest < Minitest::Test
   end
 
   def test_coherence_interval_must_be_positive
-    assert_raises(ArgumentError) { Dependencies.new([@top], %i[top], coherence_interval: 0) }
-    assert_raises(ArgumentError) { Dependencies.new([@top], %i[top], coherence_interval: "1") }
+    assert_raises(ArgumentError) { Dependencies.new(Strata::TierList.new({top: @top}), coherence_interval: 0) }
+    assert_raises(ArgumentError) { Dependencies.new(Strata::TierList.new({top: @top}), coherence_interval: "1") }
   end
 end

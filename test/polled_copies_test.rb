@@ -32,7 +32,7 @@ class PolledCopiesTest < Strata::StoreCase
   end
 
   def version_key(tag)
-    Strata::Dependencies.new([], []).version_key(Strata::Dependencies.tag_id(tag))
+    format(Strata::Dependencies::KEY_FORMAT, Strata::Dependencies.tag_id(tag))
   end
 
   # Rounds until one leaves nothing for the next (the first after a fresh mark only finds its

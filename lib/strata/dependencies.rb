@@ -55,24 +55,25 @@ module Strata
       Digest::SHA256.digest(tag).unpack1(PACK) & MASK
     end
 
-    # tiers and names: the stack's, top first. on_error: as Stack's (error, tier_name).
+    # list: the stack's Strata::TierList (its tiers, top first, and where their failures are
+    # reported).
     # coherence_interval: seconds (> 0) a tier above the bottom keeps a version copied from below.
     # polled: whether a poller (Strata::Poller) keeps this host's copies current; the host tier's
     #   copies then live while it vouches for them (#copy), not coherence_interval.
-    def initialize(tiers, names, on_error: nil, coherence_interval: DEFAULT_COHERENCE_INTERVAL, polled: false)
+    def initialize(list, coherence_interval: DEFAULT_COHERENCE_INTERVAL, polled: false)
       unless coherence_interval.is_a?(Numeric) && coherence_interval > 0
         raise ArgumentError, "coherence_interval must be a number of seconds > 0, got #{coherence_interval.inspect}"
       end
 
-      @tiers = tiers
-      @names = names
-      @on_error = on_error
+      @list = list
+      @tiers = tiers = list.tiers
+      @names = list.names
       bottom = tiers.size - 1
       # Every copy above the authority lapses after coherence_interval: the host tier's, so that
       # another host's bump is seen within it, and memcached's above SQL, so that a bump that
       # could neither set nor drop memcached's copy is not hidden behind it for good.
       @ttls = tiers.each_index.map { |index| (index < bottom) ? coherence_interval.to_f : nil }.freeze
-      @host_index = tiers.index { |tier| tier.capabilities[:host] }
+      @host_index = list.index_of(:host)
       @coherence_interval = coherence_interval.to_f
       # The host tier when a poller keeps its copies current and it can keep polled copies.
       @polled = tiers[@host_index] if polled && @host_index && @host_index < bottom &&
@@ -157,7 +158,7 @@ module Strata
           stored = begin
             @tiers[index].set(key, bytes, ttl: @ttls[index])
           rescue TierError => error
-            failed(error, index)
+            @list.failed(error, index)
             false
           end
           next if stored || dropped?(key, index)
@@ -180,7 +181,7 @@ module Strata
 
       @tiers[@host_index].set(key, [version].pack(PACK), ttl: @ttls[@host_index]) || dropped?(key, @host_index)
     rescue TierError => error
-      failed(error, @host_index)
+      @list.failed(error, @host_index)
       dropped?(key, @host_index)
     end
 
@@ -198,7 +199,7 @@ module Strata
       authority = begin
         @tiers[bottom].peek_multi(keys)
       rescue TierError => error
-        failed(error, bottom)
+        @list.failed(error, bottom)
         nil
       end
       (bottom - 1).downto(0).map do |index|
@@ -241,10 +242,10 @@ module Strata
         hits = begin
           tier.get_multi(missing)
         rescue PartialError => error
-          failed(error, index)
+          @list.failed(error, index)
           error.result
         rescue TierError => error
-          failed(error, index)
+          @list.failed(error, index)
           next
         end
         hits.each do |key, bytes|
@@ -270,12 +271,12 @@ module Strata
       index.times do |above|
         copy(above, key, bytes)
       rescue TierError => error
-        failed(error, above)
+        @list.failed(error, above)
       end
       again = begin
         @tiers[index].get(key)
       rescue TierError => error
-        failed(error, index)
+        @list.failed(error, index)
         nil
       end
       index.times { |above| dropped?(key, above) } unless again == bytes
@@ -293,14 +294,14 @@ module Strata
           added = begin
             tier.add(key, bytes, ttl: @ttls[index])
           rescue TierError => error
-            failed(error, index)
+            @list.failed(error, index)
             next
           end
           unless added
             winner = begin
               tier.get(key)
             rescue TierError => error
-              failed(error, index)
+              @list.failed(error, index)
               nil
             end
             bytes = winner if winner && decode(key, winner, index)
@@ -311,7 +312,7 @@ module Strata
         begin
           tier.add(key, bytes, ttl: @ttls[index])
         rescue TierError => error
-          failed(error, index)
+          @list.failed(error, index)
         end
       end
       bytes.unpack1(PACK)
@@ -339,7 +340,7 @@ module Strata
     def decode(key, bytes, index)
       return bytes.unpack1(PACK) if bytes.bytesize == VERSION_BYTES
 
-      failed(CorruptError.new("#{@names[index]}: tag version #{key.inspect} is #{bytes.bytesize} bytes"), index)
+      @list.failed(CorruptError.new("#{@names[index]}: tag version #{key.inspect} is #{bytes.bytesize} bytes"), index)
       dropped?(key, index)
       nil
     end
@@ -352,10 +353,10 @@ module Strata
     def read_many(keys, index)
       @tiers[index].peek_multi(keys)
     rescue PartialError => error
-      failed(error, index)
+      @list.failed(error, index)
       error.result
     rescue TierError => error
-      failed(error, index)
+      @list.failed(error, index)
       NONE
     end
 
@@ -364,7 +365,7 @@ module Strata
       @tiers[index].delete_multi(keys)
       true
     rescue TierError => error
-      failed(error, index)
+      @list.failed(error, index)
       false
     end
 
@@ -372,12 +373,8 @@ module Strata
       @tiers[index].delete(key)
       true
     rescue TierError => error
-      failed(error, index)
+      @list.failed(error, index)
       false
-    end
-
-    def failed(error, index)
-      @on_error&.call(error, @names[index])
     end
   end
 end

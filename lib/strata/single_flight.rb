@@ -35,31 +35,31 @@ module Strata
     POLL_INTERVAL = 0.001
     MAX_POLL_INTERVAL = 0.016
 
-    # tiers and names: the stack's, top first. fill_wait: seconds (> 0) a caller waits for
+    # list: the stack's Strata::TierList (its tiers, top first, and where their failures are
+    # reported, noted in a call's info). fill_wait: seconds (> 0) a caller waits for
     # another caller's fill. The stack's own steps, each called with (key, bytes, index):
     # current, its stamp check of a stamped entry read at tier index (bytes, or nil when a stamp
     # is out of date: then dropped there); backfill, its copy of bytes found at tier index into
-    # the tiers above. failed: called as failed.call(error, index, info) for each tier failure
-    # (the stack reports it, and notes it in info). ttl_at: called as ttl_at.call(index, ttl),
+    # the tiers above. ttl_at: called as ttl_at.call(index, ttl),
     # the TTL a fill written with ttl gets in tier index (the stack's cap on the host tier).
     # settled: called as settled.call(key, bytes) once a fill under a lease has committed, when
     # a tier below the lease keeps the invalidation log (Stack#settle_fill): false when the fill
     # was taken back; nil: no such tier.
     # counters: a Strata::Counters for the waits on a host lock or lease and the stale hits
     # served, or nil.
-    def initialize(tiers, names, fill_wait, current:, backfill:, failed:, ttl_at:, settled: nil, counters: nil)
-      @tiers = tiers
-      @names = names
+    def initialize(list, fill_wait, current:, backfill:, ttl_at:, settled: nil, counters: nil)
+      @list = list
+      @tiers = list.tiers
+      @names = list.names
       @fill_wait = fill_wait
       @current = current
       @backfill = backfill
-      @failed = failed
       @ttl_at = ttl_at
       @settled = settled
       @counters = counters
-      @host_index = tiers.index { |tier| tier.capabilities[:host] }
-      @lease_tiers = tiers.map { |tier| tier.capabilities[:leases] }.freeze
-      @tombstone_tiers = tiers.map { |tier| tier.capabilities[:tombstones] }.freeze
+      @host_index = list.index_of(:host)
+      @lease_tiers = list.capable(:leases)
+      @tombstone_tiers = list.capable(:tombstones)
     end
 
     # The read-through's read of fill.key (Fill#get's first): the bytes found, or nil when this
@@ -76,7 +76,7 @@ module Strata
         elsif @tombstone_tiers[index]
           fenced_read(key, index, fill, info)
         else
-          safely(index, info) { @tiers[index].get(key) }
+          @list.safely(index, info) { @tiers[index].get(key) }
         end
         bytes = @current.call(key, bytes, index) if bytes && !@lease_tiers[index] && !@tombstone_tiers[index] && Entry.stamped?(bytes)
         return found(key, bytes, index, info, fill) if bytes
@@ -101,7 +101,7 @@ module Strata
       if fill.lease_pending?
         # The caller computed nothing to store (an error, or nil with skip_nil): free the key
         # for the next reader rather than make everyone wait for the lease to lapse.
-        safely(fill.lease_index) { @tiers[fill.lease_index].delete(fill.key) }
+        @list.drop(fill.key, fill.lease_index)
         fill.lease_done = true
       end
       return unless (token = fill.host_lock)
@@ -110,7 +110,7 @@ module Strata
       begin
         @tiers[@host_index].unlock_fill(fill.key, token)
       rescue TierError => error # left to lapse after fill_wait
-        @failed.call(error, @host_index, nil)
+        @list.failed(error, @host_index, nil)
       end
     end
 
@@ -157,7 +157,7 @@ module Strata
     def take_lock(key, index, info)
       @tiers[index].lock_fill(key, @fill_wait)
     rescue TierError => error
-      @failed.call(error, index, info)
+      @list.failed(error, index, info)
       :failed
     end
 
@@ -172,7 +172,7 @@ module Strata
       bytes = begin
         fill.host_read ? tier.get(key) : tier.peek(key)
       rescue TierError => error
-        @failed.call(error, index, info)
+        @list.failed(error, index, info)
         nil
       end
       checked(key, bytes, index)
@@ -189,7 +189,7 @@ module Strata
       # Bound: fill_wait seconds of polls.
       loop do
         interval = pause(interval)
-        bytes = checked(key, safely(index, info) { tier.peek(key) }, index)
+        bytes = checked(key, @list.safely(index, info) { tier.peek(key) }, index)
         return bytes if bytes
 
         token = take_lock(key, index, info)
@@ -206,7 +206,7 @@ module Strata
     # reported and waited through. A wait is counted (lease_waits) and added to info[:waited].
     def lease_read(key, index, fill, info)
       tier = @tiers[index]
-      lease = safely(index, info) { tier.lease_get(key, lease_ttl: @fill_wait) }
+      lease = @list.safely(index, info) { tier.lease_get(key, lease_ttl: @fill_wait) }
       return nil unless lease
 
       deadline = Clock.monotonic + @fill_wait
@@ -221,7 +221,7 @@ module Strata
         end
         if lease&.value && Entry.stamped?(lease.value) && !checked(key, lease.value, index)
           # Out of date by its stamps, and now deleted: lease again, at once, to fill it.
-          lease = safely(index, info) { tier.lease_get(key, lease_ttl: @fill_wait) }
+          lease = @list.safely(index, info) { tier.lease_get(key, lease_ttl: @fill_wait) }
           next unless lease&.value && Entry.stamped?(lease.value) && !checked(key, lease.value, index)
 
           return nil # out of date again at once: go on below without the lease
@@ -236,7 +236,7 @@ module Strata
         end
         started ||= Clock.monotonic_us
         interval = pause(interval)
-        lease = safely(index, info) { tier.lease_get(key, lease_ttl: @fill_wait) }
+        lease = @list.safely(index, info) { tier.lease_get(key, lease_ttl: @fill_wait) }
       end
     ensure
       wait_ended(Counters::LEASE_WAITS, started, fill, info) if started
@@ -253,10 +253,10 @@ module Strata
     # Reads a tier with tombstones; where it has no value, notes what the fill is to be stored
     # over there (see #fill_write).
     def fenced_read(key, index, fill, info)
-      bytes, tombstone = safely(index, info) { @tiers[index].get_for_fill(key) }
+      bytes, tombstone = @list.safely(index, info) { @tiers[index].get_for_fill(key) }
       if bytes && Entry.stamped?(bytes) && !@current.call(key, bytes, index)
         # Out of date by its stamps, and now deleted: read the delete's tombstone to fill over.
-        bytes, tombstone = safely(index, info) { @tiers[index].get_for_fill(key) }
+        bytes, tombstone = @list.safely(index, info) { @tiers[index].get_for_fill(key) }
         bytes = checked(key, bytes, index)
       end
       fill.read_tombstone(index, tombstone) unless bytes
@@ -317,8 +317,8 @@ module Strata
           # The host tier's fence is the fill lock (a write or delete of the key marks it).
           added = @tiers[index].add_for_fill(key, bytes, host ? fill.host_lock : fill.tombstone(index), ttl: @ttl_at.call(index, ttl))
         rescue TierError, ValueTooLargeError => error
-          @failed.call(error, index, nil)
-          drop(key, index) if error.is_a?(ValueTooLargeError)
+          @list.failed(error, index, nil)
+          @list.drop(key, index) if error.is_a?(ValueTooLargeError)
           # A tier with tombstones that failed could not say whether a delete came since the
           # read: its fence is not there, and the copies above it would outlive such a delete.
           next unless @tombstone_tiers[index] && error.is_a?(TierError)
@@ -341,10 +341,10 @@ module Strata
     def lease_write(key, bytes, ttl, fill, bottom, written)
       fill.lease_done = true
       # A leased tier that fails is skipped like any other; only its refusal undoes the fill.
-      kept = safely(fill.lease_index, nil, true) do
+      kept = @list.safely(fill.lease_index, nil, true) do
         @tiers[fill.lease_index].lease_fill(key, bytes, fill.lease_cas, ttl: ttl)
       rescue ValueTooLargeError
-        drop(key, fill.lease_index)
+        @list.drop(key, fill.lease_index)
         true # the other tiers hold it; the leased tier simply doesn't
       end
       unless kept
@@ -361,7 +361,7 @@ module Strata
     # with tombstones gives its copy back only while it still holds it: a caller that stored a
     # value there since (the next lease's winner, say) keeps it.
     def take_back(key, bytes, written)
-      written.each { |index| safely(index) { @tiers[index].retract_fill(key, bytes) } }
+      written.each { |index| @list.safely(index) { @tiers[index].retract_fill(key, bytes) } }
     end
 
     # Seconds left before the entry expires: nil for never, 0 when it already has.
@@ -374,19 +374,6 @@ module Strata
       [(expires_at - Entry.now) / 1000.0, 0].max
     rescue CorruptError
       nil
-    end
-
-    # The block's value, or fallback when the tier raised (reported).
-    def safely(index, info = nil, fallback = nil)
-      yield
-    rescue TierError => error
-      @failed.call(error, index, info)
-      fallback
-    end
-
-    # Best effort: a copy that can't be dropped is reported, not raised.
-    def drop(key, index)
-      safely(index) { @tiers[index].delete(key) }
     end
   end
 end

@@ -1,7 +1,7 @@
 # frozen_string_literal: true
 
-require "strata/counters"
 require "strata/errors"
+require "strata/tier_list"
 require "strata/entry"
 require "strata/dependencies"
 require "strata/single_flight"
@@ -63,14 +63,13 @@ module Strata
     def initialize(tiers, on_error: nil, fill_wait: DEFAULT_FILL_WAIT,
       coherence_interval: Dependencies::DEFAULT_COHERENCE_INTERVAL, polled: false, on_stamps: nil, host_ttl: nil,
       counters: nil, undurable: nil)
-      raise ArgumentError, "a stack needs at least one tier" if tiers.empty?
       raise ArgumentError, "fill_wait must be a number of seconds >= 0" unless fill_wait.is_a?(Numeric) && fill_wait >= 0
 
-      @names = tiers.keys.freeze
-      @tiers = tiers.values.freeze
-      @on_error = on_error
+      @list = TierList.new(tiers, on_error: on_error, counters: counters)
+      @names = @list.names
+      @tiers = @list.tiers
       @counters = @tiers.rindex { |tier| tier.capabilities[:counters] }
-      @counter_tiers = @tiers.map { |tier| tier.capabilities[:counters] }.freeze
+      @counter_tiers = @list.capable(:counters)
       # The bottom tier's index when its writes answer tokens (Tier write_tokens) and tiers above
       # it take copies, which #settle checks against it: it is the lowest tier of every write it
       # stores. (Above another tier, its token would go unused.) Asked for values of
@@ -78,8 +77,8 @@ module Strata
       @token_at = (@tiers.size - 1) if @tiers.size > 1 && @tiers.last.capabilities[:write_tokens]
       @top_down = (0...@tiers.size).to_a.freeze
       @bottom_up = @top_down.reverse.freeze
-      @host_index = @tiers.index { |tier| tier.capabilities[:host] }
-      leased = @tiers.index { |tier| tier.capabilities[:leases] }
+      @host_index = @list.index_of(:host)
+      leased = @list.index_of(:leases)
       below_lease = leased ? (@tiers.size - 1).downto(leased + 1).to_a : []
       @unfenced_below_lease = below_lease.reject { |index| @tiers[index].capabilities[:tombstones] }.freeze
       @announce_at = announcing_tier
@@ -87,9 +86,7 @@ module Strata
       # The bottom tier's index when it keeps tombstones (the durable tier), else nil.
       @durable = (@tiers.size - 1) if @tiers.last.capabilities[:tombstones]
       @on_stamps = on_stamps
-      @counter_rows = counter_rows(counters)
-      @dependencies = Dependencies.new(@tiers, @names, on_error: on_error, coherence_interval: coherence_interval,
-        polled: polled)
+      @dependencies = Dependencies.new(@list, coherence_interval: coherence_interval, polled: polled)
       if host_ttl && !(host_ttl.is_a?(Numeric) && host_ttl > 0)
         raise ArgumentError, "host_ttl must be nil or a number of seconds > 0, got #{host_ttl.inspect}"
       end
@@ -98,7 +95,7 @@ module Strata
       @capped = host_ttl && @host_index
       @host_ttl = host_ttl&.to_f
       @single_flight = if fill_wait > 0
-        SingleFlight.new(@tiers, @names, fill_wait, current: method(:current), backfill: method(:backfill), failed: method(:failed),
+        SingleFlight.new(@list, fill_wait, current: method(:current), backfill: method(:backfill),
           ttl_at: method(:ttl_at), settled: @announce_at && method(:settle_fill), counters: counters)
       end
     end
@@ -134,7 +131,7 @@ module Strata
         bytes = begin
           @tiers[index].get(key)
         rescue TierError => error
-          failed(error, index, info)
+          @list.failed(error, index, info)
           nil
         end
         bytes = current(key, bytes, index) if bytes && Entry.stamped?(bytes)
@@ -278,8 +275,8 @@ module Strata
         end
 
         refused = true
-        failed(TierError.new("#{@names[index]} did not store the value", tier: @names[index]), index)
-        drop(key, index)
+        @list.failed(TierError.new("#{@names[index]} did not store the value", tier: @names[index]), index)
+        @list.drop(key, index)
         false
       end
       return missed_below(key) if stored == :undurable
@@ -328,11 +325,11 @@ module Strata
           refusals += 1
           refused[key] = true
           # A tier that raised PartialError removed the old copies of what it refused itself.
-          drop(key, index) unless reported
+          @list.drop(key, index) unless reported
         end
         next if refusals.zero? || reported
 
-        failed(TierError.new("#{@names[index]} did not store #{refusals} of #{plain.size} values", tier: @names[index]), index)
+        @list.failed(TierError.new("#{@names[index]} did not store #{refusals} of #{plain.size} values", tier: @names[index]), index)
       end
       settle_multi(plain, lowest, tokens)
       plain.each_key { |key| results[key] = lowest.key?(key) && !refused.key?(key) }
@@ -349,7 +346,7 @@ module Strata
         next true if tier.add(key, bytes, ttl: tier_ttl)
         next true if outdated?(key, index) && tier.add(key, bytes, ttl: tier_ttl)
 
-        index.times { |above| drop(key, above) }
+        index.times { |above| @list.drop(key, above) }
         return false
       end
       (added == :undurable) ? missed_below(key) : added
@@ -382,7 +379,7 @@ module Strata
         partial_result(error, @durable)
       end
       gone = keys.select { |key| done.key?(key) }
-      @durable.times { |index| safely(index) { @tiers[index].delete_multi(gone) } } unless gone.empty?
+      @durable.times { |index| @list.safely(index) { @tiers[index].delete_multi(gone) } } unless gone.empty?
       keys - gone
     end
 
@@ -403,7 +400,7 @@ module Strata
         # The durable tier still holds what these deletes remove: deleted there later (Retries).
         missed = keys.reject { |key| results.key?(key) } if index == @durable && @undurable && results.size < keys.size
       end
-      @unfenced_below_lease.each { |index| safely(index) { @tiers[index].delete_multi(keys) } }
+      @unfenced_below_lease.each { |index| @list.safely(index) { @tiers[index].delete_multi(keys) } }
       @undurable.call(missed) if missed && !missed.empty?
       deleted.keys
     end
@@ -414,9 +411,9 @@ module Strata
     # poller drops the copies it took meanwhile (Tiers::SQL#log_keys).
     def retract(keys)
       bottom = @tiers.size - 1
-      bottom.times { |index| safely(index) { @tiers[index].delete_multi(keys) } }
+      bottom.times { |index| @list.safely(index) { @tiers[index].delete_multi(keys) } }
       tier = @tiers[bottom]
-      safely(bottom) { tier.log_keys(keys) } if tier.respond_to?(:log_keys) # nothing without the log
+      @list.safely(bottom) { tier.log_keys(keys) } if tier.capabilities[:invalidation_log]
       nil
     end
 
@@ -446,7 +443,7 @@ module Strata
         @tiers[index].clear
       rescue TierError => error
         cleared = false
-        failed(error, index)
+        @list.failed(error, index)
       end
       cleared
     end
@@ -457,7 +454,7 @@ module Strata
       @tiers.each_with_index do |tier, index|
         removed += tier.cleanup if tier.capabilities[:sweeping]
       rescue TierError => error
-        failed(error, index)
+        @list.failed(error, index)
       end
       removed
     end
@@ -468,7 +465,7 @@ module Strata
       listed = @tiers.each_with_index.flat_map do |tier, index|
         tier.capabilities[:listing] ? tier.keys.reject { |key| reserved_key?(key) } : []
       rescue TierError => error
-        failed(error, index)
+        @list.failed(error, index)
         []
       end
       (@tiers.size == 1) ? listed : listed.uniq
@@ -479,7 +476,7 @@ module Strata
       @tiers.each_with_index.with_object({}) do |(tier, index), all|
         all[@names[index]] = tier.stats
       rescue TierError => error
-        failed(error, index)
+        @list.failed(error, index)
       end
     end
 
@@ -512,7 +509,7 @@ module Strata
         @on_stamps&.call(key, bytes)
         return bytes
       end
-      drop(key, index)
+      @list.drop(key, index)
       nil
     rescue CorruptError
       bytes
@@ -521,7 +518,7 @@ module Strata
     # Whether tier index holds a stamped entry under key that is out of date (now dropped). A
     # read that fails says no (reported): the add then stays refused, as it was.
     def outdated?(key, index)
-      held = safely(index) { @tiers[index].get(key) }
+      held = @list.safely(index) { @tiers[index].get(key) }
       held && Entry.stamped?(held) && !current(key, held, index)
     end
 
@@ -544,7 +541,7 @@ module Strata
         too_large = [error, index]
         stale = true unless dropped?(key, index)
       rescue TierError => error
-        failed(error, index)
+        @list.failed(error, index)
         next if dropped?(key, index)
 
         stale = true
@@ -554,7 +551,7 @@ module Strata
       if too_large
         raise too_large.first unless stored
 
-        failed(*too_large) # the caller hears of it, though another tier holds the value
+        @list.failed(*too_large) # the caller hears of it, though another tier holds the value
       end
       stored && !stale
     end
@@ -564,7 +561,7 @@ module Strata
       @tiers[index].delete(key)
       true
     rescue TierError => error
-      failed(error, index)
+      @list.failed(error, index)
       false
     end
 
@@ -586,7 +583,7 @@ module Strata
     # #missed_below for many keys: their copies above the durable tier go, and the caller hears
     # of them; results[key] is false for each.
     def missed_below_multi(keys, results)
-      @durable.times { |index| safely(index) { @tiers[index].delete_multi(keys) } }
+      @durable.times { |index| @list.safely(index) { @tiers[index].delete_multi(keys) } }
       @undurable.call(keys)
       keys.each { |key| results[key] = false }
     end
@@ -599,10 +596,10 @@ module Strata
       @bottom_up.each do |index|
         yield @tiers[index]
       rescue TierError => error
-        failed(error, index)
+        @list.failed(error, index)
         lost = true if index == @durable && @undurable
       end
-      @unfenced_below_lease.each { |index| drop(key, index) }
+      @unfenced_below_lease.each { |index| @list.drop(key, index) }
       lost ? :undurable : nil
     end
 
@@ -630,7 +627,7 @@ module Strata
     # tier is then asked whether it still holds that write, and the value is not read back.
     def settle(key, bytes, lowest, token = nil)
       # Not the app's read: uncounted.
-      held = safely(lowest) { token.is_a?(Integer) ? @tiers[lowest].holds?(key, token) : @tiers[lowest].peek(key) == bytes }
+      held = @list.safely(lowest) { token.is_a?(Integer) ? @tiers[lowest].holds?(key, token) : @tiers[lowest].peek(key) == bytes }
       return true if held
 
       take_back_copies(key, lowest)
@@ -654,10 +651,10 @@ module Strata
       tokens = index == @token_at && entries.each_value.any? { |bytes| bytes.bytesize >= WRITE_TOKEN_MIN }
       [tokens ? tier.set_multi(entries, ttl: tier_ttl, tokens: true) : tier.set_multi(entries, ttl: tier_ttl), false]
     rescue PartialError => error
-      failed(error, index)
+      @list.failed(error, index)
       [error.result, true]
     rescue TierError => error
-      failed(error, index)
+      @list.failed(error, index)
       [NO_HITS, true]
     end
 
@@ -692,7 +689,7 @@ module Strata
 
     # Appends a key row for each of keys to the log of the tier at @announce_at (see #settle).
     def announce(keys)
-      safely(@announce_at) { @tiers[@announce_at].log_keys(keys) }
+      @list.safely(@announce_at) { @tiers[@announce_at].log_keys(keys) }
     end
 
     # The index of the tier whose invalidation log tells other hosts of changes (the SQL tier
@@ -705,7 +702,7 @@ module Strata
 
     # Drops key from every tier above index.
     def take_back_copies(key, index)
-      (index - 1).downto(0) { |above| drop(key, above) }
+      (index - 1).downto(0) { |above| @list.drop(key, above) }
     end
 
     def count(operation, key, amount, ttl, initial)
@@ -714,10 +711,10 @@ module Strata
       value = begin
         @tiers[@counters].public_send(operation, key, amount, ttl: ttl, initial: initial)
       rescue TierError => error
-        failed(error, @counters)
+        @list.failed(error, @counters)
         nil
       end
-      @tiers.each_index { |index| drop(key, index) if @counter_tiers[index] && index != @counters }
+      @tiers.each_index { |index| @list.drop(key, index) if @counter_tiers[index] && index != @counters }
       value
     end
 
@@ -746,26 +743,18 @@ module Strata
       rescue ValueTooLargeError
         next
       rescue TierError => error
-        failed(error, above)
+        @list.failed(error, above)
       end
       true
     rescue CorruptError
       false # the reader decodes these bytes too and reports them
     end
 
-    # The block's value, or fallback when the tier raised (reported).
     # A multi-key call on tier index failed: reports it and returns what the tier's healthy
     # servers did (PartialError), else nothing.
     def partial_result(error, index, info = nil)
-      failed(error, index, info)
+      @list.failed(error, index, info)
       error.is_a?(PartialError) ? error.result : NO_HITS
-    end
-
-    def safely(index, info = nil, fallback = nil)
-      yield
-    rescue TierError => error
-      failed(error, index, info)
-      fallback
     end
 
     # The TTL an entry written with ttl (seconds; nil or 0: none) gets in tier index: ttl, but
@@ -774,30 +763,6 @@ module Strata
       return ttl unless index == @capped
 
       (ttl.nil? || ttl == 0 || ttl > @host_ttl) ? @host_ttl : ttl
-    end
-
-    # Best effort: a copy that can't be dropped is reported, not raised.
-    def drop(key, index)
-      @tiers[index].delete(key)
-    rescue TierError => error
-      failed(error, index)
-    end
-
-    # The Counters::Row of each tier that has one (Tier#counter_row), given to the tier too.
-    def counter_rows(counters)
-      @tiers.map do |tier|
-        row = counters && tier.counter_row
-        next unless row
-
-        Counters::Row.new(counters, row).tap { |counted| tier.count_in(counted) }
-      end.freeze
-    end
-
-    def failed(error, index, info = nil)
-      @counter_rows[index]&.failed(error)
-      name = @names[index]
-      (info[:failed_tiers] ||= []) << name if info
-      @on_error&.call(error, name)
     end
   end
 end

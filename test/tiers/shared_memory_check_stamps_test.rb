@@ -19,7 +19,7 @@ module Strata
       def setup
         @dir = Strata::TestSupport.private_tmpdir
         @table = SharedMemory.new(path: File.join(@dir, "t.l1"), size: 1 << 20)
-        @dependencies = Dependencies.new([@table], %i[l1])
+        @dependencies = Dependencies.new(Strata::TierList.new({l1: @table}))
         @ids = %w[bugs/42 projects/7 users/1 teams/3].map { |tag| Dependencies.tag_id(tag) }
       end
 
@@ -98,7 +98,7 @@ module Strata
         pid = fork_child do
           reader.close
           table = SharedMemory.new(path: @table.path, size: 1 << 20)
-          dependencies = Dependencies.new([table], %i[l1])
+          dependencies = Dependencies.new(Strata::TierList.new({l1: table}))
           BUMPS.times do
             dependencies.bump([@ids.last])
             writer.puts(dependencies.versions([@ids.last]).first)

@@ -17,7 +17,7 @@ module Strata
       def setup
         @dir = Strata::TestSupport.private_tmpdir
         @table = SharedMemory.new(path: File.join(@dir, "t.l1"), size: 4 << 20)
-        @dependencies = Dependencies.new([@table], %i[l1])
+        @dependencies = Dependencies.new(Strata::TierList.new({l1: @table}))
         @ids = %w[bugs/1 projects/7].map { |tag| Dependencies.tag_id(tag) }
       end
 
@@ -61,7 +61,7 @@ module Strata
 
       def test_a_stamped_string_whose_versions_this_table_lacks_is_left_to_the_stack
         other = SharedMemory.new(path: File.join(@dir, "other.l1"), size: 1 << 20)
-        foreign = Dependencies.new([other], %i[l1])
+        foreign = Dependencies.new(Strata::TierList.new({l1: other}))
         @table.set("page/1", Entry.encode("[1]", flags: Entry::UTF8, stamps: @ids.zip(foreign.versions(@ids))))
 
         assert_equal [{}, {}, ["page/1"]], read(["page/1"])
