@@ -189,6 +189,34 @@ class StrataStoreTagsTest < Strata::StoreCase
     end
   end
 
+  # Each store keeps its fiber's state in a slot of its own. Inside a fetch of another store (so
+  # that one has a computation running too), a block of this store's fetch that reads the other
+  # store's tagged entry takes no stamps from it (they are versions of the other store's tags;
+  # the other store's computation takes them), and the other store's write of the same key is not
+  # taken for this fetch's own.
+  def test_a_second_store_read_inside_a_fetch_block_is_not_its_dependency
+    each_layout do |cache, layout|
+      other = layout_store(:l1, l1_path: File.join(@tmpdir, "other-#{layout}.strata"))
+      other.write("bug", "bug 42", tags: ["bugs/42"])
+
+      other.fetch("outer") { cache.fetch("page") { "#{other.read("bug")} seen" } }
+      other.fetch("outer 2") do
+        cache.fetch("bug", tags: ["bugs/7"]) { other.write("bug", "copied", tags: ["bugs/42"]) && "copied" }
+      end
+
+      assert_equal "bug 42 seen", cache.read("page"), layout
+      assert_equal "copied", cache.read("bug"), layout
+      assert_equal "copied", other.read("bug"), "#{layout}: written with its own tags"
+      cache.invalidate_tags("bugs/42")
+      assert_equal "bug 42 seen", cache.read("page"), "#{layout}: the other store's tag is not this store's"
+      assert_equal "bug 42 seen", other.read("outer"), layout
+      other.invalidate_tags("bugs/42")
+      assert_nil other.read("bug"), layout
+      assert_nil other.read("outer"), "#{layout}: the other store's computation took the stamps"
+      assert_equal "bug 42 seen", cache.read("page"), layout
+    end
+  end
+
   # A hit outside any fetch block skips the capture's lookups while no computation runs in the
   # process (StampReads); blocks that raised, fetches that missed, hit or nested must leave that
   # count right, so the block of a later fetch still takes what it reads.

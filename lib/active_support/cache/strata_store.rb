@@ -94,17 +94,16 @@ module ActiveSupport
       # The Strata::Stack behind this store, for stats and tools.
       attr_reader :stack
 
-      # The read-throughs under way in this fiber (Thread#[] is fiber-local; see #read_throughs).
-      READ_THROUGHS = :__strata_store_read_throughs
-      # One fiber's read-throughs: fill, the Strata::Fill of the innermost fetch; multi, the
-      # innermost fetch_multi's fills by key (for its write_multi_entries), multi_unread,
-      # whether that fetch_multi has yet to read its misses through (its one read_multi_entries),
-      # and multi_event, its cache_read_multi payload meanwhile (see #_instrument); put_back, the
-      # key whose expired entry Rails' fetch is putting back for race_condition_ttl (see
-      # #handle_expired_entry).
-      ReadThroughs = Struct.new(:fill, :multi, :multi_unread, :multi_event, :put_back)
-      # The Strata::Dependencies::Capture of the fetch block running in this fiber.
-      CAPTURE = :__strata_store_capture
+      # What this store has under way in one fiber: the one place it keeps state per fiber, in
+      # one fiber-local slot of its own (Thread#[]; #execution_state), so that two stores never
+      # see each other's. fill, the Strata::Fill of the innermost fetch; multi, the innermost
+      # fetch_multi's fills by key (for its write_multi_entries), multi_unread, whether that
+      # fetch_multi has yet to read its misses through (its one read_multi_entries), and
+      # multi_event, its cache_read_multi payload meanwhile (see #_instrument); put_back, the key
+      # whose expired entry Rails' fetch is putting back for race_condition_ttl (see
+      # #handle_expired_entry); capture, the Strata::Dependencies::Capture of the innermost fetch
+      # block (#capturing).
+      ExecutionState = Struct.new(:fill, :multi, :multi_unread, :multi_event, :put_back, :capture)
       INVALIDATE_EVENT = "invalidate.strata"
       INVALIDATE_REPORTED = "strata.invalidate"
       # stamps_for's answer for a computation whose result must not be cached (Capture#spoiled).
@@ -150,12 +149,14 @@ module ActiveSupport
         super(options.merge(coder: nil))
         # After super: Rails 8.1's sets its own default.
         @max_key_size = max_key_size
-        @stamp_reads = StampReads.new
+        # This store's fiber-local slot (#execution_state).
+        @state_key = :"__strata_store_#{object_id}"
+        @stamp_reads = StampReads.new(@state_key)
         tiers = build_tiers(l1, memcached, sql)
         @counters = Strata::Counters.new(tiers[:l1]) # the host's, in L1's file; without L1 this process's
         @read_hits = @counters.sink # count_read_hit, _operation_since: one C call each
         # Rails' race_condition_ttl write-backs under way in this store (#handle_expired_entry):
-        # while none is, a write need not look for one in its fiber's ReadThroughs.
+        # while none is, a write need not look for one in its fiber's ExecutionState.
         @put_backs = 0
         @put_backs_lock = Mutex.new
         @stack = Strata::Stack.new(tiers, on_error: method(:report_failure), fill_wait: fill_wait,
@@ -191,7 +192,7 @@ module ActiveSupport
         end
 
         fills = {}
-        state = read_throughs
+        state = execution_state
         outer = state.multi
         state.multi = fills
         state.multi_unread = true
@@ -432,7 +433,7 @@ module ActiveSupport
       # local cache serves (it checks no stamps: invalidate_tags clears it instead). Entries the
       # stack served are told twice, which adds nothing.
       def served_locally(bytes)
-        if bytes && Strata::Entry.stamped?(bytes) && (capture = Thread.current[CAPTURE])
+        if bytes && Strata::Entry.stamped?(bytes) && (capture = Thread.current[@state_key]&.capture)
           capture.add(Strata::Entry.stamp_words(bytes))
         end
         bytes
@@ -455,7 +456,7 @@ module ActiveSupport
       # host_probed: the host table was read for key just before, and held nothing live.
       def reading_through(key, host_probed = false)
         @stack.read_through(key, host_probed) do |fill|
-          state = read_throughs
+          state = execution_state
           outer = state.fill
           @stamp_reads.enter
           state.fill = fill
@@ -473,7 +474,7 @@ module ActiveSupport
       # another caller's host lock or lease (cache_read carries both already: the read-through
       # writes them into its payload). Rails' fetch emits it inside the read-through (#fetch).
       def instrument(operation, key, options = nil, &block)
-        fill = read_throughs.fill if operation == :fetch_hit
+        fill = execution_state.fill if operation == :fetch_hit
         return super if fill.nil? || !(fill.stale || fill.waited || fill.put_back_served)
 
         found = {}
@@ -484,9 +485,9 @@ module ActiveSupport
 
       # fetch_multi's cache_read_multi payload is where its misses' read-throughs note waited:
       # and stale: (as a fetch's read does in cache_read), but Rails' fetch_multi does not hand
-      # it to read_multi_entries: it is kept in the fiber's ReadThroughs while the event runs.
+      # it to read_multi_entries: it is kept in the fiber's ExecutionState while the event runs.
       def _instrument(operation, multi: false, options: nil, **payload, &block)
-        return super unless multi && operation == :read_multi && block && (state = read_throughs).multi_unread
+        return super unless multi && operation == :read_multi && block && (state = execution_state).multi_unread
 
         super do |event|
           state.multi_event = event
@@ -506,15 +507,15 @@ module ActiveSupport
         end
       end
 
-      # This fiber's ReadThroughs: the one place the adapter keeps read-through state per fiber.
-      def read_throughs
-        Thread.current[READ_THROUGHS] ||= ReadThroughs.new(nil, nil, false, nil, nil)
+      # This fiber's ExecutionState, made on first use.
+      def execution_state
+        Thread.current[@state_key] ||= ExecutionState.new(nil, nil, false, nil, nil, nil)
       end
 
       # The Strata::Fill of the fetch of key running in this fiber, if any.
       def current_fill(key)
-        fill = read_throughs.fill
-        fill if fill && fill.key == key && fill.owner.equal?(@stack)
+        fill = execution_state.fill
+        fill if fill && fill.key == key
       end
 
       # The fill a write of key goes through: the current fetch's, or that of a fetch_multi's miss.
@@ -522,8 +523,7 @@ module ActiveSupport
         fill = current_fill(key)
         return fill if fill
 
-        fill = (fills = read_throughs.multi) && fills[key]
-        fill if fill&.owner.equal?(@stack)
+        (fills = execution_state.multi) && fills[key]
       end
 
       # Counted as a write operation (Strata::Counters), timed.
@@ -540,7 +540,7 @@ module ActiveSupport
         return withheld(key) unless storable?(key, stamps)
 
         payload = dump_entry(entry, options, stamps, split?(entry, local))
-        Strata::Entry.put_back!(payload) if @put_backs > 0 && read_throughs.put_back == key
+        Strata::Entry.put_back!(payload) if @put_backs > 0 && execution_state.put_back == key
         return write_serialized_entry(key, payload, **options) if local
 
         store_payload(key, payload, options[:unless_exist], write_ttl(options[:expires_in], options[:race_condition_ttl], options[:raw]))
@@ -555,7 +555,7 @@ module ActiveSupport
       def handle_expired_entry(entry, key, options)
         return super unless entry && options[:race_condition_ttl]
 
-        state = read_throughs
+        state = execution_state
         state.put_back = key
         @put_backs_lock.synchronize { @put_backs += 1 }
         begin
@@ -605,7 +605,7 @@ module ActiveSupport
       # not cached (Strata::TransactionTags): a fetch's result is left unwritten; a write deletes
       # the key, whose old value may not carry the tag. False: nothing was stored.
       def withheld(key)
-        delete_entry(key) unless Thread.current[CAPTURE]&.for?(key)
+        delete_entry(key) unless Thread.current[@state_key]&.capture&.for?(key)
         false
       end
 
@@ -625,14 +625,15 @@ module ActiveSupport
       # instead of those read now.
       def capturing(keys, tags, as_of = nil)
         stamps = tags ? stamps_of(tags, as_of) : Strata::Entry::NO_STAMPS
-        outer = Thread.current[CAPTURE]
+        state = execution_state
+        outer = state.capture
         capture = Strata::Dependencies::Capture.new(keys, stamps, outer)
         @stamp_reads.enter
-        Thread.current[CAPTURE] = capture
+        state.capture = capture
         begin
           yield capture
         ensure
-          Thread.current[CAPTURE] = outer
+          state.capture = outer
           @stamp_reads.leave
           if outer
             outer.add(capture.words)
@@ -646,7 +647,7 @@ module ActiveSupport
       # race_condition_ttl), those of the entry it read; else the versions of tags in as_of, or
       # their current versions (a write's versions are read when it is called).
       def stamps_for(key, tags, as_of = nil)
-        capture = Thread.current[CAPTURE]
+        capture = Thread.current[@state_key]&.capture
         if capture&.for?(key)
           if (loaded = capture.loaded) # a fragment's records: checked once, when it is written
             capture.loaded = nil
@@ -817,7 +818,7 @@ module ActiveSupport
       end
 
       def read_multi_entries(names, event: nil, **options)
-        state = read_throughs
+        state = execution_state
         none_pending = !Strata::TransactionTags.current
         namespace = namespace_of(options)
         # A plain read: the host tier's bare Strings come back as values, keys made and stamps

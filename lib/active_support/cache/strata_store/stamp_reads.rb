@@ -14,19 +14,21 @@ module ActiveSupport
       #
       # Every tagged hit comes here, mostly outside any fetch block. So the store counts the
       # computations and read-throughs running in this process (#enter, #leave): while there are
-      # none, a hit looks nothing up (the two fiber-local lookups cost a 4-tag hit as much as its
-      # check in C). A fiber with one running has entered it, and the count, changed under a lock,
-      # is read as this thread last wrote it or later, so it is never 0 then. A count left above 0
-      # (an interrupt between #enter and the ensure that leaves) only costs the lookups. The
-      # stamps are unpacked only when one of them takes them; and this is an object with a plain
-      # #call, which costs a hit less than a Method's or a lambda's.
+      # none, a hit looks nothing up. A fiber with one running has entered it, and the count,
+      # changed under a lock, is read as this thread last wrote it or later, so it is never 0
+      # then. A count left above 0 (an interrupt between #enter and the ensure that leaves) only
+      # costs the lookup. The stamps are unpacked only when one of them takes them; and this is
+      # an object with a plain #call, which costs a hit less than a Method's or a lambda's.
       class StampReads
-        def initialize
+        # state_key: the store's fiber-local slot (its ExecutionState).
+        def initialize(state_key)
+          @state_key = state_key
           @lock = Mutex.new
           @running = 0
         end
 
-        # A computation (CAPTURE) or read-through (READ_THROUGHS' fill) is about to be current in this fiber.
+        # A computation (ExecutionState#capture) or read-through (#fill) is about to be current
+        # in this fiber.
         # (synchronize, not lock and unlock: an interrupt such as Rack::Timeout's Thread#raise
         # between those would leave the lock held, and every later read of the process waiting.)
         def enter
@@ -47,9 +49,11 @@ module ActiveSupport
         def call(key, bytes)
           return if @running == 0
 
-          fiber = Thread.current
-          capture = fiber[CAPTURE]
-          fill = fiber[READ_THROUGHS]&.fill
+          state = Thread.current[@state_key]
+          return unless state
+
+          capture = state.capture
+          fill = state.fill
           fill = nil unless fill && fill.key == key
           return unless capture || fill
 
