@@ -7,7 +7,7 @@ require "strata/stack"
 require "strata/tiers/memcached"
 require "strata/tiers/sql"
 
-# Stack#read_through (its Strata::Fill, over Strata::SingleFlight) on a real host table and the
+# Stack#read_through (its Strata::ReadThrough, over Strata::SingleFlight) on a real host table and the
 # test memcacheds. Each interleaving is driven step by step from the test, not by sleeps.
 class SingleFlightTest < Minitest::Test
   Entry = Strata::Entry
@@ -355,7 +355,7 @@ class SingleFlightTest < Minitest::Test
   private
 
   # A reader of @key through stack, in a thread of its own, parked in its poll. The thread's value
-  # is [what the read returned, its Fill], the fill finished.
+  # is [what the read returned, its ReadThrough], which is finished.
   def polling_reader(stack)
     thread = Thread.new do
       fill = stack.read_through(@key)

@@ -4,7 +4,7 @@ require "strata/clock"
 require "strata/counters"
 require "strata/entry"
 require "strata/errors"
-require "strata/fill"
+require "strata/read_through"
 
 module Strata
   # The read-through protocol of a Strata::Stack (docs/architecture.md, "The way a fetch goes", steps 3-7): one fill per key
@@ -28,7 +28,7 @@ module Strata
   #   delete, and no host serves it first.
   #
   # One per Stack (made when fill_wait > 0), used through the read-throughs it makes
-  # (Stack#read_through): each read-through's own state is its Strata::Fill. No state changes
+  # (Stack#read_through): each read-through's own state is its Strata::ReadThrough. No state changes
   # after new: threads share it.
   class SingleFlight
     # Seconds between polls while another caller fills: the first, and the longest.
@@ -62,53 +62,53 @@ module Strata
       @tombstone_tiers = list.capable(:tombstones)
     end
 
-    # The read-through's read of fill.key (Fill#get's first): the bytes found, or nil when this
-    # caller is to compute the value. info as Fill#get's.
-    def read(fill, info)
-      key = fill.key
+    # The read-through's read of through.key (ReadThrough#get's first): the bytes found, or nil
+    # when this caller is to compute the value. info as ReadThrough#get's.
+    def read(through, info)
+      key = through.key
       index = 0
       # Visits each tier at most once.
       while index < @tiers.size
         bytes = if @lease_tiers[index]
-          lease_read(key, index, fill, info)
-        elsif index == @host_index && fill.host_read
+          lease_read(key, index, through, info)
+        elsif index == @host_index && through.host_read
           nil # read just now by Stack#get_host; host_single_flight reads it again under the lock
         elsif @tombstone_tiers[index]
-          fenced_read(key, index, fill, info)
+          fenced_read(key, index, through, info)
         else
           @list.safely(index, info) { @tiers[index].get(key) }
         end
         bytes = @current.call(key, bytes, index) if bytes && !@lease_tiers[index] && !@tombstone_tiers[index] && Entry.stamped?(bytes)
-        return found(key, bytes, index, info, fill) if bytes
+        return found(key, bytes, index, info, through) if bytes
 
         if index == @host_index
-          bytes = host_single_flight(key, index, fill, info)
-          return found(key, bytes, index, info, fill) if bytes
+          bytes = host_single_flight(key, index, through, info)
+          return found(key, bytes, index, info, through) if bytes
         end
         index += 1
       end
       nil
     end
 
-    # Writes a fill into every tier (Fill#set of a computed value): see #fill_write. True when
+    # Writes a fill into every tier (ReadThrough#set of a computed value): see #fill_write. True when
     # the fill was kept.
-    def write(fill, bytes, ttl)
-      fill_write(fill.key, bytes, ttl, fill)
+    def write(through, bytes, ttl)
+      fill_write(through.key, bytes, ttl, through)
     end
 
     # Ends a read-through: gives back the host lock and an unused lease.
-    def finish(fill)
-      if fill.lease_pending?
+    def finish(through)
+      if through.lease_pending?
         # The caller computed nothing to store (an error, or nil with skip_nil): free the key
         # for the next reader rather than make everyone wait for the lease to lapse.
-        @list.drop(fill.key, fill.lease_index)
-        fill.lease_done = true
+        @list.drop(through.key, through.lease_index)
+        through.lease_done = true
       end
-      return unless (token = fill.host_lock)
+      return unless (token = through.host_lock)
 
-      fill.host_lock = nil
+      through.host_lock = nil
       begin
-        @tiers[@host_index].unlock_fill(fill.key, token)
+        @tiers[@host_index].unlock_fill(through.key, token)
       rescue TierError => error # left to lapse after fill_wait
         @list.failed(error, @host_index, nil)
       end
@@ -116,15 +116,15 @@ module Strata
 
     private
 
-    def found(key, bytes, index, info, fill)
+    def found(key, bytes, index, info, through)
       info[:tier] = @names[index] if info
-      if fill.stale
+      if through.stale
         @counters&.add(Counters::STALE_HITS)
         info[:stale] = true if info
       end
-      return bytes if index == 0 || fill.stale
+      return bytes if index == 0 || through.stale
 
-      if fill.lease_pending?
+      if through.lease_pending?
         ttl = remaining_ttl(bytes)
         if ttl == 0
           # Expired by its header, yet kept below for race_condition_ttl's window: the caller
@@ -132,9 +132,9 @@ module Strata
           # Those writes are plain sets, which replace the lease's placeholder (a fill would be
           # refused where the stale copy is still stored). Meanwhile other hosts wait on the
           # lease as for any fill; should the caller write nothing, it lapses after fill_wait.
-          fill.lease_done = true
+          through.lease_done = true
         else
-          fill_write(key, bytes, ttl, fill, index)
+          fill_write(key, bytes, ttl, through, index)
         end
       else
         @backfill.call(key, bytes, index)
@@ -145,12 +145,12 @@ module Strata
     # Takes the host lock, or waits for its holder's value. The value, or nil to go on (holding
     # the lock, or after fill_wait without it). The first try is the common case, and takes no
     # block: a loop and rescuing blocks around it would be paid by every cold fetch.
-    def host_single_flight(key, index, fill, info)
+    def host_single_flight(key, index, through, info)
       token = take_lock(key, index, info)
       return nil if token == :failed # the host tier is failing: don't wait on it
-      return locked_read(key, index, fill, info, token) unless token == false
+      return locked_read(key, index, through, info, token) unless token == false
 
-      wait_for_fill(key, index, fill, info)
+      wait_for_fill(key, index, through, info)
     end
 
     # Tier#lock_fill of key at the host tier (index): its answer, or :failed (reported).
@@ -166,11 +166,11 @@ module Strata
     # miss and now. This read is counted (Tier#get) when it is the read-through's first of the
     # host tier (after a probe, Tier#probe, which counts no miss); else it reads again a miss
     # counted just now, uncounted (Tier#peek), as the polls do.
-    def locked_read(key, index, fill, info, token)
-      fill.host_lock = token
+    def locked_read(key, index, through, info, token)
+      through.host_lock = token
       tier = @tiers[index]
       bytes = begin
-        fill.host_read ? tier.get(key) : tier.peek(key)
+        through.host_read ? tier.get(key) : tier.peek(key)
       rescue TierError => error
         @list.failed(error, index, info)
         nil
@@ -181,7 +181,7 @@ module Strata
     # Another caller holds the host lock: polls for its value, and for the lock, until fill_wait
     # has passed. The value, or nil to go on (holding the lock, or without it). A failed poll is
     # reported and waited through. The wait is counted (lock_waits) and added to info[:waited].
-    def wait_for_fill(key, index, fill, info)
+    def wait_for_fill(key, index, through, info)
       tier = @tiers[index]
       deadline = Clock.monotonic + @fill_wait
       interval = POLL_INTERVAL
@@ -194,17 +194,17 @@ module Strata
 
         token = take_lock(key, index, info)
         return nil if token == :failed
-        return locked_read(key, index, fill, info, token) unless token == false
+        return locked_read(key, index, through, info, token) unless token == false
         return nil if Clock.monotonic > deadline
       end
     ensure
-      wait_ended(Counters::LOCK_WAITS, started, fill, info)
+      wait_ended(Counters::LOCK_WAITS, started, through, info)
     end
 
     # Reads a leased tier. The value to serve, or nil to go on (as the lease's winner, or to
     # compute unleased after fill_wait). A failed first read skips the tier; a failed poll is
     # reported and waited through. A wait is counted (lease_waits) and added to info[:waited].
-    def lease_read(key, index, fill, info)
+    def lease_read(key, index, through, info)
       tier = @tiers[index]
       lease = @list.safely(index, info) { tier.lease_get(key, lease_ttl: @fill_wait) }
       return nil unless lease
@@ -215,8 +215,8 @@ module Strata
       # Bound: fill_wait seconds of polls.
       loop do
         if lease&.won?
-          fill.lease_index = index
-          fill.lease_cas = lease.cas
+          through.lease_index = index
+          through.lease_cas = lease.cas
           return nil
         end
         if lease&.value && Entry.stamped?(lease.value) && !checked(key, lease.value, index)
@@ -227,11 +227,11 @@ module Strata
           return nil # out of date again at once: go on below without the lease
         end
         if lease&.value
-          fill.stale = lease.stale?
+          through.stale = lease.stale?
           return lease.value
         end
         if Clock.monotonic > deadline
-          fill.unleased = true
+          through.unleased = true
           return nil
         end
         started ||= Clock.monotonic_us
@@ -239,27 +239,27 @@ module Strata
         lease = @list.safely(index, info) { tier.lease_get(key, lease_ttl: @fill_wait) }
       end
     ensure
-      wait_ended(Counters::LEASE_WAITS, started, fill, info) if started
+      wait_ended(Counters::LEASE_WAITS, started, through, info) if started
     end
 
     # A wait that began at started (Clock.monotonic_us) is over: counted at index (LOCK_WAITS or
-    # LEASE_WAITS), and its seconds added to fill.waited and info[:waited].
-    def wait_ended(index, started, fill, info)
+    # LEASE_WAITS), and its seconds added to through.waited and info[:waited].
+    def wait_ended(index, started, through, info)
       seconds = @counters ? @counters.waited(index, started) : (Clock.monotonic_us - started) / 1_000_000.0
-      fill.waited = (fill.waited || 0) + seconds
+      through.waited = (through.waited || 0) + seconds
       info[:waited] = (info[:waited] || 0) + seconds if info
     end
 
     # Reads a tier with tombstones; where it has no value, notes what the fill is to be stored
     # over there (see #fill_write).
-    def fenced_read(key, index, fill, info)
+    def fenced_read(key, index, through, info)
       bytes, tombstone = @list.safely(index, info) { @tiers[index].get_for_fill(key) }
       if bytes && Entry.stamped?(bytes) && !@current.call(key, bytes, index)
         # Out of date by its stamps, and now deleted: read the delete's tombstone to fill over.
         bytes, tombstone = @list.safely(index, info) { @tiers[index].get_for_fill(key) }
         bytes = checked(key, bytes, index)
       end
-      fill.read_tombstone(index, tombstone) unless bytes
+      through.read_tombstone(index, tombstone) unless bytes
       bytes
     end
 
@@ -293,17 +293,17 @@ module Strata
     # change, which replaced or removed them after this fill's. A refusal by L1 alone (a mark
     # from a change that came before this fill read) costs L1's copy only: the next read copies
     # it up from below.
-    def fill_write(key, bytes, ttl, fill, bottom = @tiers.size)
-      return false if fill.unleased
+    def fill_write(key, bytes, ttl, through, bottom = @tiers.size)
+      return false if through.unleased
 
       written = []
       committed = bottom < @tiers.size # the value is below already: this copies it up
       index = bottom
       # A while loop with one rescue, not downto and safely's blocks: this runs in every cold fetch.
       while (index -= 1) >= 0
-        if index == fill.lease_index
-          next unless fill.lease_pending?
-          return false unless lease_write(key, bytes, ttl, fill, bottom, written)
+        if index == through.lease_index
+          next unless through.lease_pending?
+          return false unless lease_write(key, bytes, ttl, through, bottom, written)
 
           committed = true
           next
@@ -311,11 +311,11 @@ module Strata
         host = index == @host_index
         # Without its lock (the word was another key's) nothing would refuse a copy of a value
         # changed since its commit below: the next read copies it up from there (Stack#backfill).
-        return true if host && fill.host_lock.nil? && (committed || !written.empty?)
+        return true if host && through.host_lock.nil? && (committed || !written.empty?)
 
         begin
           # The host tier's fence is the fill lock (a write or delete of the key marks it).
-          added = @tiers[index].add_for_fill(key, bytes, host ? fill.host_lock : fill.tombstone(index), ttl: @ttl_at.call(index, ttl))
+          added = @tiers[index].add_for_fill(key, bytes, host ? through.host_lock : through.tombstone(index), ttl: @ttl_at.call(index, ttl))
         rescue TierError, ValueTooLargeError => error
           @list.failed(error, index, nil)
           @list.drop(key, index) if error.is_a?(ValueTooLargeError)
@@ -338,20 +338,20 @@ module Strata
 
     # The leased tier's part of #fill_write: the lease's cas, then the check against the tier
     # with the log below it. Whether the fill stays (when not, the copies in written went).
-    def lease_write(key, bytes, ttl, fill, bottom, written)
-      fill.lease_done = true
+    def lease_write(key, bytes, ttl, through, bottom, written)
+      through.lease_done = true
       # A leased tier that fails is skipped like any other; only its refusal undoes the fill.
-      kept = @list.safely(fill.lease_index, nil, true) do
-        @tiers[fill.lease_index].lease_fill(key, bytes, fill.lease_cas, ttl: ttl)
+      kept = @list.safely(through.lease_index, nil, true) do
+        @tiers[through.lease_index].lease_fill(key, bytes, through.lease_cas, ttl: ttl)
       rescue ValueTooLargeError
-        @list.drop(key, fill.lease_index)
+        @list.drop(key, through.lease_index)
         true # the other tiers hold it; the leased tier simply doesn't
       end
       unless kept
         take_back(key, bytes, written)
         return false
       end
-      return true unless @settled && fill.lease_index < bottom
+      return true unless @settled && through.lease_index < bottom
 
       # settled takes the copies back itself when the tier with the log holds something else
       @settled.call(key, bytes)

@@ -20,8 +20,8 @@ module Strata
   #   is one), so a counter costs a tier without them (SQL) nothing.
   #
   # - read_through is a fetch's read and write of one key, with single-flight: one fill per key
-  #   per host and across hosts. It hands the caller a Fill to read, write and end it through;
-  #   the protocol is SingleFlight's.
+  #   per host and across hosts. It hands the caller a Strata::ReadThrough to read, write and end
+  #   it through; the protocol is SingleFlight's.
   #
   # A tier that raises Strata::TierError is skipped for that call. The stack hands the error and the
   # tier's name to on_error and goes on with the next tier; it never raises a TierError itself.
@@ -179,21 +179,21 @@ module Strata
       bytes && [bytes]
     end
 
-    # The read-through of key: a Strata::Fill, through which the caller reads key (Fill#get: nil
-    # when it is to compute the value), writes what it computed (Fill#set: the fill) and ends it
-    # (Fill#finish: the host lock and an unused lease given back). With a block, yields the fill,
-    # finishes it after, and returns the block's value; without one, returns it, and the caller
+    # The read-through of key: a Strata::ReadThrough, through which the caller reads key
+    # (ReadThrough#get: nil when it is to compute the value), writes what it computed
+    # (ReadThrough#set: the fill) and ends it (ReadThrough#finish: the host lock and an unused
+    # lease given back). With a block, yields it, finishes it after, and returns the block's value; without one, returns it, and the caller
     # must finish it (ensure). With fill_wait 0 it reads and writes as #get and #set do.
     # host_probed: the caller has just read key with #get_host, which found nothing live; the
     # read-through then skips its own first read of the host tier.
     def read_through(key, host_probed = false)
-      fill = Fill.new(self, @single_flight, key, host_probed && @host_index == 0)
-      return fill unless block_given?
+      through = ReadThrough.new(self, @single_flight, key, host_probed && @host_index == 0)
+      return through unless block_given?
 
       begin
-        yield fill
+        yield through
       ensure
-        fill.finish
+        through.finish
       end
     end
 
@@ -244,7 +244,7 @@ module Strata
     # tier that failed now reads key as a miss. A tier that refuses, fails (see #write_tiers) or
     # can't hold a value that large has its old copy dropped, so it can't serve the value this
     # write replaced; false when that drop failed too. Raises Strata::ValueTooLargeError when no
-    # tier could hold the value. (A read-through's fill goes through Fill#set instead.)
+    # tier could hold the value. (A read-through's fill goes through ReadThrough#set instead.)
     #
     # Concurrent writers of one key: written top-down, two writers can leave different values in
     # different tiers for good (A above, B below). Written bottom-up and then checked against the

@@ -96,14 +96,14 @@ module ActiveSupport
 
       # What this store has under way in one fiber: the one place it keeps state per fiber, in
       # one fiber-local slot of its own (Thread#[]; #execution_state), so that two stores never
-      # see each other's. fill, the Strata::Fill of the innermost fetch; multi, the innermost
-      # fetch_multi's fills by key (for its write_multi_entries), multi_unread, whether that
-      # fetch_multi has yet to read its misses through (its one read_multi_entries), and
-      # multi_event, its cache_read_multi payload meanwhile (see #_instrument); put_back, the key
-      # whose expired entry Rails' fetch is putting back for race_condition_ttl (see
+      # see each other's. read_through, the Strata::ReadThrough of the innermost fetch; multi, the
+      # innermost fetch_multi's read-throughs by key (for its write_multi_entries), multi_unread,
+      # whether that fetch_multi has yet to read its misses through (its one read_multi_entries),
+      # and multi_event, its cache_read_multi payload meanwhile (see #_instrument); put_back, the
+      # key whose expired entry Rails' fetch is putting back for race_condition_ttl (see
       # #handle_expired_entry); capture, the Strata::Dependencies::Capture of the innermost fetch
       # block (#capturing).
-      ExecutionState = Struct.new(:fill, :multi, :multi_unread, :multi_event, :put_back, :capture)
+      ExecutionState = Struct.new(:read_through, :multi, :multi_unread, :multi_event, :put_back, :capture)
       INVALIDATE_EVENT = "invalidate.strata"
       INVALIDATE_REPORTED = "strata.invalidate"
       # stamps_for's answer for a computation whose result must not be cached (Capture#spoiled).
@@ -178,7 +178,8 @@ module ActiveSupport
       # the misses: each name no tier holds is read through as #fetch would (read_multi_entries),
       # in key order, so two fetch_multis of the same names take their host locks in one order.
       # A value another caller filled meanwhile counts as a hit; this caller computes the rest and
-      # holds their fills until write_multi_entries has written them (Fill#finish after).
+      # holds their read-throughs until write_multi_entries has written them (ReadThrough#finish
+      # after).
       def fetch_multi(*names, &block)
         raise ArgumentError, "Missing block: `Cache#fetch_multi` requires a block." unless block
 
@@ -191,17 +192,17 @@ module ActiveSupport
           return capturing(keys, merged[:tags], merged[:as_of]) { super(*names, options.merge(force: true), &block) }
         end
 
-        fills = {}
+        throughs = {}
         state = execution_state
         outer = state.multi
-        state.multi = fills
+        state.multi = throughs
         state.multi_unread = true
         begin
           capturing(keys, merged[:tags], merged[:as_of]) { super(*names, options, &block) }
         ensure
           state.multi_unread = false
           state.multi = outer
-          fills.each_value(&:finish)
+          throughs.each_value(&:finish)
         end
       end
 
@@ -228,7 +229,7 @@ module ActiveSupport
         else
           key = normalize_key(name, merged)
           # UnobservedReads may have begun this read-through
-          current_fill(key) ? super(name, options, &counted) : reading_through(key) { super(name, options, &counted) }
+          current_read_through(key) ? super(name, options, &counted) : reading_through(key) { super(name, options, &counted) }
         end
         @counters.operation(filled ? Strata::Counters::FETCH_MISS : Strata::Counters::READ_HIT, started)
         value
@@ -415,8 +416,8 @@ module ActiveSupport
       def served_put_back(key, event)
         @counters.add(Strata::Counters::STALE_HITS)
         event[:stale] = true if event
-        fill = current_fill(key)
-        fill.put_back_served = true if fill
+        through = current_read_through(key)
+        through.put_back_served = true if through
       end
 
       # The stored bytes for key, through the local cache when one is active (with none active the
@@ -445,25 +446,25 @@ module ActiveSupport
       end
 
       # The bytes under key: through the read-through of key when a fetch of it runs in this fiber
-      # (Strata::Fill#get: its first answer, until this fiber wrote or deleted key itself).
+      # (Strata::ReadThrough#get: its first answer, until this fiber wrote or deleted key itself).
       def stack_read(key, event)
-        fill = current_fill(key)
-        fill ? fill.get(event) : @stack.get(key, event)
+        through = current_read_through(key)
+        through ? through.get(event) : @stack.get(key, event)
       end
 
-      # Runs the block as the read-through of key (Stack#read_through): its Strata::Fill is current
-      # in this fiber meanwhile (current_fill), and finished after.
+      # Runs the block as the read-through of key (Stack#read_through): its Strata::ReadThrough is
+      # current in this fiber meanwhile (current_read_through), and finished after.
       # host_probed: the host table was read for key just before, and held nothing live.
       def reading_through(key, host_probed = false)
-        @stack.read_through(key, host_probed) do |fill|
+        @stack.read_through(key, host_probed) do |through|
           state = execution_state
-          outer = state.fill
+          outer = state.read_through
           @stamp_reads.enter
-          state.fill = fill
+          state.read_through = through
           begin
             yield
           ensure
-            state.fill = outer
+            state.read_through = outer
             @stamp_reads.leave
           end
         end
@@ -474,12 +475,12 @@ module ActiveSupport
       # another caller's host lock or lease (cache_read carries both already: the read-through
       # writes them into its payload). Rails' fetch emits it inside the read-through (#fetch).
       def instrument(operation, key, options = nil, &block)
-        fill = execution_state.fill if operation == :fetch_hit
-        return super if fill.nil? || !(fill.stale || fill.waited || fill.put_back_served)
+        through = execution_state.read_through if operation == :fetch_hit
+        return super if through.nil? || !(through.stale || through.waited || through.put_back_served)
 
         found = {}
-        found[:stale] = true if fill.stale || fill.put_back_served
-        found[:waited] = fill.waited if fill.waited
+        found[:stale] = true if through.stale || through.put_back_served
+        found[:waited] = through.waited if through.waited
         super(operation, key, options ? options.merge(found) : found, &block)
       end
 
@@ -512,18 +513,18 @@ module ActiveSupport
         Thread.current[@state_key] ||= ExecutionState.new(nil, nil, false, nil, nil, nil)
       end
 
-      # The Strata::Fill of the fetch of key running in this fiber, if any.
-      def current_fill(key)
-        fill = execution_state.fill
-        fill if fill && fill.key == key
+      # The Strata::ReadThrough of the fetch of key running in this fiber, if any.
+      def current_read_through(key)
+        through = execution_state.read_through
+        through if through && through.key == key
       end
 
       # The fill a write of key goes through: the current fetch's, or that of a fetch_multi's miss.
-      def fill_of(key)
-        fill = current_fill(key)
-        return fill if fill
+      def read_through_of(key)
+        through = current_read_through(key)
+        return through if through
 
-        (fills = execution_state.multi) && fills[key]
+        (throughs = execution_state.multi) && throughs[key]
       end
 
       # Counted as a write operation (Strata::Counters), timed.
@@ -655,7 +656,7 @@ module ActiveSupport
           end
           return capture.spoiled ? SPOILED : capture.stamps
         end
-        if (words = current_fill(key)&.read_stamps)
+        if (words = current_read_through(key)&.read_stamps)
           return words.each_slice(2).to_a
         end
         return Strata::Entry::NO_STAMPS unless tags
@@ -748,13 +749,13 @@ module ActiveSupport
 
       # Stores payload under key for ttl seconds (nil: no TTL), with add when unless_exist.
       def store_payload(key, payload, unless_exist, ttl)
-        fill = fill_of(key) # the write goes through it: see Strata::Fill#set
+        through = read_through_of(key) # the write goes through it: see Strata::ReadThrough#set
         joined([key]) if @app_sql
         failsafe(false) do
           if unless_exist
-            fill ? fill.add(payload, ttl: ttl) : @stack.add(key, payload, ttl: ttl)
+            through ? through.add(payload, ttl: ttl) : @stack.add(key, payload, ttl: ttl)
           else
-            fill ? fill.set(payload, ttl: ttl) : @stack.set(key, payload, ttl: ttl)
+            through ? through.set(payload, ttl: ttl) : @stack.set(key, payload, ttl: ttl)
           end
         end
       end
@@ -801,9 +802,9 @@ module ActiveSupport
       # Counted as a delete operation (Strata::Counters), timed.
       def delete_entry(key, **)
         started = Strata::Clock.monotonic_us
-        fill = current_fill(key)
+        through = current_read_through(key)
         joined([key]) if @app_sql
-        fill ? fill.delete : @stack.delete(key)
+        through ? through.delete : @stack.delete(key)
       ensure
         @read_hits._operation_since(Strata::Counters::DELETE, started)
       end
@@ -906,20 +907,20 @@ module ActiveSupport
         keys_to_names
       end
 
-      # fetch_multi's read-through of the keys no tier held: each gets a fill (kept in fills until
+      # fetch_multi's read-through of the keys no tier held: each gets a read-through (kept in throughs until
       # fetch_multi ends, which finishes them), and what another caller filled meanwhile goes into
       # found. The host table was read for them just before (get_multi reads it first).
-      def read_through_misses(keys, found, fills, event)
+      def read_through_misses(keys, found, throughs, event)
         keys.sort.each do |key|
-          fill = fills[key] ||= @stack.read_through(key, true)
-          bytes = fill.get(event)
+          through = throughs[key] ||= @stack.read_through(key, true)
+          bytes = through.get(event)
           found[key] = bytes if bytes
         end
       end
 
       # Every value is serialized before anything is written, so one that can't be leaves the cache
       # as it was. Then each tier takes them all in one call (memcached: one pipeline per server),
-      # unless the write is an add (unless_exist); the fills of read-throughs under way (a fetch's,
+      # unless the write is an add (unless_exist); the read-throughs under way (a fetch's,
       # or fetch_multi's misses) go key by key, through the fill protocol.
       def write_multi_entries(hash, **options)
         started = Strata::Clock.monotonic_us
@@ -933,7 +934,7 @@ module ActiveSupport
         if options[:unless_exist]
           payloads.each { |key, payload| write_serialized_entry(key, payload, **options) }
         else
-          filled = payloads.select { |key, _| fill_of(key) }
+          filled = payloads.select { |key, _| read_through_of(key) }
           filled.each { |key, payload| write_serialized_entry(key, payload, **options) }
           plain = filled.empty? ? payloads : payloads.except(*filled.keys)
           unless plain.empty?

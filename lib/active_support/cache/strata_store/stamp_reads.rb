@@ -8,7 +8,7 @@ module ActiveSupport
     class StrataStore < Store
       # The stack's on_stamps (Strata::Stack): a current stamped entry (bytes) was read under key.
       # The computation under way in this fiber, if any, depends on its stamps too, and the
-      # read-through of key keeps them (Fill#read_stamps). A read of one of the computation's own
+      # read-through of key keeps them (ReadThrough#read_stamps). A read of one of the computation's own
       # keys (fetch_multi's hits) is not its dependency, but the computation around it, if any,
       # used the value.
       #
@@ -27,7 +27,7 @@ module ActiveSupport
           @running = 0
         end
 
-        # A computation (ExecutionState#capture) or read-through (#fill) is about to be current
+        # A computation (ExecutionState#capture) or read-through (#read_through) is about to be current
         # in this fiber.
         # (synchronize, not lock and unlock: an interrupt such as Rack::Timeout's Thread#raise
         # between those would leave the lock held, and every later read of the process waiting.)
@@ -53,15 +53,15 @@ module ActiveSupport
           return unless state
 
           capture = state.capture
-          fill = state.fill
-          fill = nil unless fill && fill.key == key
-          return unless capture || fill
+          through = state.read_through
+          through = nil unless through && through.key == key
+          return unless capture || through
 
           words = Strata::Entry.stamp_words(bytes)
           if capture
             capture.for?(key) ? capture.outer&.add(words) : capture.add(words)
           end
-          fill.read_stamps = words if fill
+          through.read_stamps = words if through
         end
       end
     end

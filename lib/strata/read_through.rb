@@ -1,12 +1,13 @@
 # frozen_string_literal: true
 
 module Strata
-  # One caller's read-through of one key (docs/architecture.md, "The way a fetch goes"): the object the caller reads key
-  # through, writes what it computed through, and ends. Made by Stack#read_through, which with a
+  # One caller's read-through of one key (docs/architecture.md, "The way a fetch goes"): the
+  # object the caller reads key through, writes what it computed through, and ends. (The fill is
+  # what it writes: the computed value, committed under the host lock, lease or tombstone it took.) Made by Stack#read_through, which with a
   # block also ends it; without one the caller must call #finish (ensure).
   #
-  #   stack.read_through(key) do |fill|
-  #     fill.get || compute.tap { |bytes| fill.set(bytes, ttl: 60) }
+  #   stack.read_through(key) do |through|
+  #     through.get || compute.tap { |bytes| through.set(bytes, ttl: 60) }
   #   end
   #
   # The first #get reads the tiers with single-flight (the stack's SingleFlight, which fills in
@@ -17,7 +18,7 @@ module Strata
   # a plain Stack#set. Without single-flight (fill_wait 0) every call is the stack's plain one.
   #
   # Used by one thread at a time, for one key.
-  class Fill
+  class ReadThrough
     # The Stack that made it, and the key it reads through.
     attr_reader :owner, :key
     # The host tier's fill lock token (Tier#lock_fill), while this caller holds the host
