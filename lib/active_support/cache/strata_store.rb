@@ -216,22 +216,29 @@ module ActiveSupport
         return super unless block
 
         started = Strata::Clock.monotonic_us
-        filled = false
+        merged = options ? merged_options(options) : @options
+        key = normalize_key(name, merged)
+        state = capture = nil
+        # The base fetch runs this on a miss, then writes its value: the block's dependencies are
+        # captured from its start until the fetch returns, so that the write takes them
+        # (#stamps_for).
         counted = proc do |*args|
-          filled = true
+          capture = enter_capture(state = execution_state, key, merged[:tags], merged[:as_of])
           counted_fill { block.call(*args) }
         end
-        merged = options ? merged_options(options) : @options
-        value = if merged[:force]
-          super(name, options, &counted)
-        elsif hidden_by_transaction?(merged)
-          super(name, merged.merge(force: true), &counted)
-        else
-          key = normalize_key(name, merged)
-          # UnobservedReads may have begun this read-through
-          current_read_through(key) ? super(name, options, &counted) : reading_through(key) { super(name, options, &counted) }
+        begin
+          value = if merged[:force]
+            super(name, options, &counted)
+          elsif hidden_by_transaction?(merged)
+            super(name, merged.merge(force: true), &counted)
+          else
+            # UnobservedReads may have begun this read-through
+            current_read_through(key) ? super(name, options, &counted) : reading_through(key) { super(name, options, &counted) }
+          end
+        ensure
+          leave_capture(state, capture) if capture
         end
-        @counters.operation(filled ? Strata::Counters::FETCH_MISS : Strata::Counters::READ_HIT, started)
+        @counters.operation(capture ? Strata::Counters::FETCH_MISS : Strata::Counters::READ_HIT, started)
         value
       end
 
@@ -610,14 +617,6 @@ module ActiveSupport
         false
       end
 
-      # The base fetch runs its block here: the block's dependencies are captured around it.
-      # Rails 7.1 passes (name, options), 7.2 and later (name, key, options).
-      def save_block_result_to_cache(name, *key_and_options)
-        options = key_and_options.last
-        key = (key_and_options.size > 1) ? key_and_options.first : normalize_key(name, options)
-        capturing(key, options[:tags], options[:as_of]) { super }
-      end
-
       # Runs the block as the computation of the entries under keys (one key, or an Array): the versions of tags are
       # read first (before the block, so an invalidation during it makes the entry miss), and the
       # stamps of what the block reads are added (Stack's on_stamps, StampReads). What it
@@ -625,22 +624,34 @@ module ActiveSupport
       # as_of: a Strata::TagVersions read earlier (#tag_versions), whose versions stamp the entries
       # instead of those read now.
       def capturing(keys, tags, as_of = nil)
-        stamps = tags ? stamps_of(tags, as_of) : Strata::Entry::NO_STAMPS
         state = execution_state
-        outer = state.capture
-        capture = Strata::Dependencies::Capture.new(keys, stamps, outer)
-        @stamp_reads.enter
-        state.capture = capture
+        capture = enter_capture(state, keys, tags, as_of)
         begin
           yield capture
         ensure
-          state.capture = outer
-          @stamp_reads.leave
-          if outer
-            outer.add(capture.words)
-            outer.spoil! if capture.spoiled
-          end
+          leave_capture(state, capture)
         end
+      end
+
+      # #capturing's start: the computation's Capture, current in this fiber (state, its
+      # ExecutionState) until #leave_capture.
+      def enter_capture(state, keys, tags, as_of)
+        stamps = tags ? stamps_of(tags, as_of) : Strata::Entry::NO_STAMPS
+        capture = Strata::Dependencies::Capture.new(keys, stamps, state.capture)
+        @stamp_reads.enter
+        state.capture = capture
+      end
+
+      # #capturing's end: the computation around capture, if any, is current again, and depends
+      # on what capture depended on.
+      def leave_capture(state, capture)
+        outer = capture.outer
+        state.capture = outer
+        @stamp_reads.leave
+        return unless outer
+
+        outer.add(capture.words)
+        outer.spoil! if capture.spoiled
       end
 
       # The stamps the entry written under key carries: the computation's whose result it is;
