@@ -9,7 +9,7 @@ module Strata
     # kind (connection_class:). The including class defines record: its abstract Active Record
     # class, connected to the server. Each test has a table of its own, made with
     # SQL.create_table! and dropped after. It also defines lock_waits(c, table): how many
-    # statements on table wait for a row lock.
+    # statements wait for a row lock c holds on table (another test run may share the server).
     module SqlServerTier
       include SqlTierContract
       include Strata::Waiting
