@@ -134,10 +134,7 @@ module Strata
       # ProtocolError, and nothing of the batch is kept (its keys miss). A SERVER_ERROR takes the
       # place of one reply, which key's is unknown: the batch reads on to MN and raises it then.
       def read_batch(conn, batch, found)
-        batch.each_with_index do |key, index| # bound: batch.size
-          conn.write(Request.mg(key, flags: false, cas: false, opaque: index, quiet: true))
-        end
-        conn.write(Request::MN)
+        send_quiet_gets(conn, batch, true)
         won = []
         refusal = nil
         (batch.size + 1).times do # bound: one reply per key at most, then MN
@@ -151,12 +148,7 @@ module Strata
             refusal ||= e
             next
           end
-          if result.status == :noop
-            give_up_win(conn, won) unless won.empty?
-            raise refusal if refusal
-
-            return found
-          end
+          return batch_ended(conn, won, refusal, found) if result.status == :noop
           raise ProtocolError, "unexpected #{result.status} in a get_multi pipeline" unless result.value?
 
           key = batch[batch_index(result.opaque, batch.size)]
@@ -170,6 +162,29 @@ module Strata
       rescue ProtocolError
         batch.each { |key| found.delete(key) }
         raise
+      end
+
+      # A quiet mg per key of batch (its opaque: the key's index) asking for its value (values)
+      # or else its CAS, then mn.
+      def send_quiet_gets(conn, batch, values)
+        batch.each_with_index do |key, index| # bound: batch.size
+          request = if values
+            Request.mg(key, flags: false, cas: false, opaque: index, quiet: true)
+          else
+            Request.mg(key, value: false, flags: false, opaque: index, quiet: true)
+          end
+          conn.write(request)
+        end
+        conn.write(Request::MN)
+      end
+
+      # A read batch's MN: the refill wins it took go on (#give_up_win), the first SERVER_ERROR
+      # it met is raised; else found.
+      def batch_ended(conn, won, refusal, found)
+        give_up_win(conn, won) unless won.empty?
+        raise refusal if refusal
+
+        found
       end
 
       # The index in a pipeline of size commands that a reply's opaque names; ProtocolError when
@@ -198,10 +213,7 @@ module Strata
       # and not stale. Refill wins of stale items go on, and a SERVER_ERROR is raised once MN is
       # read, as #read_batch does.
       def read_cas_batch(conn, batch, found)
-        batch.each_with_index do |key, index| # bound: batch.size
-          conn.write(Request.mg(key, value: false, flags: false, opaque: index, quiet: true))
-        end
-        conn.write(Request::MN)
+        send_quiet_gets(conn, batch, false)
         won = []
         refusal = nil
         (batch.size + 1).times do # bound: one reply per key at most, then MN
@@ -211,12 +223,7 @@ module Strata
             refusal ||= e
             next
           end
-          if result.status == :noop
-            give_up_win(conn, won) unless won.empty?
-            raise refusal if refusal
-
-            return found
-          end
+          return batch_ended(conn, won, refusal, found) if result.status == :noop
           raise ProtocolError, "unexpected #{result.status} in a cas_multi pipeline" unless result.status == :hit && result.cas
 
           key = batch[batch_index(result.opaque, batch.size)]
