@@ -30,11 +30,19 @@ module Strata
     # starts another.
     #
     # A value served is stale when a change of its key to a later version was acknowledged more
-    # than the bound before the read began (the worker's reads are not judged). Stale answers are counted past `bound` outside the
-    # faults (a read that began during a fault or within FAULT_GRACE after it is counted apart:
-    # the bound there is the fault's own, memcached's return plus the poller's retry), and at
-    # the end: after the hosts have been quiet for QUIET seconds each reads every key, and any
-    # value older than the truth's is stale for good.
+    # than the bound before the read began (the worker's reads are not judged). Stale answers
+    # are counted past each of BOUNDS outside the faults (a read that began during a fault or
+    # within FAULT_GRACE after it is counted apart: the bound there is the fault's own,
+    # memcached's return plus the poller's retry). Those are figures of time, which a loaded
+    # machine stretches (a poller thread not scheduled). What the run holds to is the order
+    # (docs/coherence.md, "The ordering rule"): out of order is a read that returned an older
+    # version though it began after the change's acknowledgement on the changing host, or, on
+    # another host, after the end of a whole round of that host's poller (it held the
+    # election, settled every key and vouched) that began after the acknowledgement. Each
+    # poller journals its whole rounds to a file per host (RoundJournal). At the end each host
+    # waits, at least QUIET seconds, for a whole round of its poller that began after every
+    # host's changes ended, and reads every key: any value older than the truth's is stale for
+    # good.
     #
     # Every loop is bounded in count and time; the run stops its processes and removes its
     # tables, memcached and files, also when it fails.
@@ -54,13 +62,44 @@ module Strata
       DEADLINE = 60
       BOUNDS = [0.05, 0.1, 0.5].freeze
 
+      # Seconds a host waits at the end for a whole round of its poller that began after the
+      # changes ended.
+      SETTLE_DEADLINE = 30
+
       # stale: bound (seconds) => stale answers past it outside the faults; worst_ms: the latest
       # of those (ms past the next version's acknowledgement); errors: hosts that failed, and
       # exceptions a host's calls raised (the store is to raise none).
       # worst_in_faults_ms: the latest stale answer during the faults (their bounds are their
       # own: memcached's return plus the poller's retry, or a killed poller holder's lease).
+      # out_of_order: reads that returned an older version after the change reached their host
+      # (on the changing host: its acknowledgement; elsewhere: a whole poller round after it),
+      # faults or not (out_of_order_examples: the first 3); rounds: whole poller rounds journaled,
+      # per host.
       Result = Struct.new(:seconds, :reads, :changes, :faults, :stale, :worst_ms, :stale_in_faults, :worst_in_faults_ms,
-        :final_reads, :final_stale, :errors, keyword_init: true)
+        :out_of_order, :out_of_order_examples, :rounds, :final_reads, :final_stale, :errors, keyword_init: true)
+
+      # Prepended to a host process's poller: appends "began ended" (monotonic seconds) to the
+      # host's rounds file for each round that held the election and vouched for L1 (every row
+      # read applied, every key settled, no page left). O_APPEND lines: the host's processes
+      # share the file, and a killed one loses no line written.
+      module RoundJournal
+        attr_writer :round_journal
+
+        def round
+          @vouched = false
+          began = Clock.monotonic
+          more = super
+          @round_journal.syswrite(format("%.6f %.6f\n", began, Clock.monotonic)) if @vouched && !more
+          more
+        end
+
+        private
+
+        def vouch(now)
+          @vouched = true
+          super
+        end
+      end
 
       # record_class: an abstract Active Record class, connected by the run to url (PostgreSQL).
       # dir: where the L1 files and journals go. seed: for the hosts and the faults.
@@ -87,7 +126,7 @@ module Strata
         @worker = start_worker(start_at)
         faults = inject_faults(start_at)
         ChildProcesses.reap(@worker, DEADLINE) || ChildProcesses.kill_and_reap(@worker, 5)
-        statuses = pids.map { |pid| ChildProcesses.reap(pid, @seconds + QUIET + DEADLINE) || ChildProcesses.kill_and_reap(pid, 5) }
+        statuses = pids.map { |pid| ChildProcesses.reap(pid, @seconds + SETTLE_DEADLINE + DEADLINE) || ChildProcesses.kill_and_reap(pid, 5) }
         failed = statuses.each_with_index.reject { |status, _| status&.success? }.map { |status, index| "host #{index}: #{status.inspect}" }
         judge(faults, failed)
       ensure
@@ -130,10 +169,41 @@ module Strata
           sql: {connection_class: @record_class, table_name: @name})
       end
 
-      # One host's process: its loop, then the final sweep, then its journal to a file.
-      def host_loop(index, start_at)
+      def rounds_path(index)
+        File.join(@dir, "rounds-#{index}")
+      end
+
+      # The store of host index's process, its poller journaling its whole rounds.
+      def journaled_store(index)
         cache = store(index)
         poller = cache.instance_variable_get(:@poller)
+        poller.singleton_class.prepend(RoundJournal)
+        poller.round_journal = File.open(rounds_path(index), "a")
+        [cache, poller]
+      end
+
+      # [[began, ended], ...] of the whole rounds host index's pollers journaled so far.
+      def rounds(index)
+        return [] unless File.exist?(rounds_path(index))
+
+        File.readlines(rounds_path(index)).filter_map do |line|
+          began, ended = line.split.map { |field| Float(field, exception: false) }
+          [began, ended] if began && ended
+        end
+      end
+
+      # Waits (at least QUIET, at most SETTLE_DEADLINE seconds) for a whole round of the host's
+      # poller that began after every host's loop ended.
+      def settle(index, loops_ended)
+        sleep [loops_ended + QUIET - Clock.monotonic, 0].max
+        settled = loops_ended + SETTLE_DEADLINE
+        # Bound: SETTLE_DEADLINE / 0.05 looks.
+        sleep 0.05 until Clock.monotonic > settled || rounds(index).any? { |began, _| began > loops_ended }
+      end
+
+      # One host's process: its loop, then the final sweep, then its journal to a file.
+      def host_loop(index, start_at)
+        cache, poller = journaled_store(index)
         sleep 0.01 until poller.last_seen || Clock.monotonic > start_at # bound: until start_at
         rng = Random.new(@seed * 31 + index)
         journal = {reads: [], acks: [], finals: [], errors: 0}
@@ -147,7 +217,8 @@ module Strata
           rescue
             journal[:errors] += 1
           end
-          sleep [deadline + QUIET - Clock.monotonic, 0].max
+          # A step that began before the deadline ends within the store's timeouts.
+          settle(index, deadline + 1)
           KEYS.times do |i|
             journal[:finals] << [key(i), version(cache.read(key(i))), c.exec_params("SELECT ver FROM #{truth_table} WHERE k = $1", [key(i)]).getvalue(0, 0).to_i]
           end
@@ -161,7 +232,7 @@ module Strata
       def start_worker(start_at)
         seed = @seed * 7 + (@workers_started = (@workers_started || 0) + 1)
         ChildProcesses.fork_child do
-          cache = store(0)
+          cache, = journaled_store(0)
           rng = Random.new(seed)
           sleep [start_at - Clock.monotonic, 0].max
           truth do |c|
@@ -277,30 +348,46 @@ module Strata
         end
         # name => [[version, acknowledged at], ...] by version: one owner per key, so in time order too
         acks = journals.flat_map { |j| j[:acks] }.group_by(&:first).transform_values { |list| list.map { |_, ver, at| [ver, at] }.sort }
-        reads = journals.flat_map { |j| j[:reads] }
+        round_lists = Array.new(HOSTS) { |index| rounds(index).sort }
         stale = BOUNDS.to_h { |bound| [bound, 0] }
-        in_faults = 0
+        in_faults = out_of_order = 0
+        examples = []
         worst = worst_in_faults = 0.0
-        reads.each do |name, ver, began|
-          # the first acknowledgement of a later version, if any came
-          acked = acks.fetch(name, []).find { |later, _| later > ver }&.last
-          next unless acked
+        journals.each_with_index do |journal, index|
+          journal[:reads].each do |name, ver, began|
+            later = acks.fetch(name, []).select { |newer, _| newer > ver }
+            next if later.empty?
 
-          late = began - acked
-          if faults.any? { |_, from, to| began.between?(from, to + FAULT_GRACE) }
-            in_faults += 1 if late > @bound
-            worst_in_faults = late if late > worst_in_faults
-            next
+            newer, acked = later.find { |_, at| reached(index, name, at, round_lists[index]) < began }
+            if newer
+              out_of_order += 1
+              examples << {host: index, key: name, read: ver, newer: newer, began_after_ack_ms: ((began - acked) * 1000).round(1)} if examples.size < 3
+            end
+            late = began - later.first.last
+            if faults.any? { |_, from, to| began.between?(from, to + FAULT_GRACE) }
+              in_faults += 1 if late > @bound
+              worst_in_faults = late if late > worst_in_faults
+              next
+            end
+            BOUNDS.each { |bound| stale[bound] += 1 if late > bound }
+            worst = late if late > worst
           end
-          BOUNDS.each { |bound| stale[bound] += 1 if late > bound }
-          worst = late if late > worst
         end
         finals = journals.flat_map { |j| j[:finals] }
-        Result.new(seconds: @seconds, reads: reads.size, changes: acks.sum { |_, list| list.size }, faults: faults.map(&:first).tally,
-          stale: stale, worst_ms: (worst * 1000).round(1), stale_in_faults: in_faults,
-          worst_in_faults_ms: (worst_in_faults * 1000).round(1), final_reads: finals.size,
-          final_stale: finals.count { |_, ver, truth| ver && ver < truth },
+        Result.new(seconds: @seconds, reads: journals.sum { |j| j[:reads].size }, changes: acks.sum { |_, list| list.size },
+          faults: faults.map(&:first).tally, stale: stale, worst_ms: (worst * 1000).round(1), stale_in_faults: in_faults,
+          worst_in_faults_ms: (worst_in_faults * 1000).round(1), out_of_order: out_of_order, out_of_order_examples: examples, rounds: round_lists.map(&:size),
+          final_reads: finals.size, final_stale: finals.count { |_, ver, truth| ver && ver < truth },
           errors: failed + journals.map { |j| j[:errors] }.select(&:positive?).map { |n| "#{n} errors raised" })
+      end
+
+      # When a change acknowledged at acked reached host index: at once on its owner; elsewhere
+      # at the end of the first whole round of the host's poller that began after it (never,
+      # when none did).
+      def reached(index, name, acked, host_rounds)
+        return acked if owner(Integer(name.delete_prefix("k"))) == index
+
+        host_rounds.find { |began, _| began > acked }&.last || Float::INFINITY
       end
 
       def drop_tables
