@@ -130,7 +130,7 @@ module Strata
       # Prints "armed" and then the staleness in seconds.
       def host_b(sql, options, input, output)
         b = store("b", sql, options)
-        poller = b.instance_variable_get(:@poller)
+        poller = b.engine.poller
         spin(DEADLINE) { poller.last_seen }
         while (tag = input.gets&.chomp)
           key = "bench:staleness:#{tag}"

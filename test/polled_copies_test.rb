@@ -23,7 +23,7 @@ class PolledCopiesTest < Strata::StoreCase
     cache = ActiveSupport::Cache::StrataStore.new(l1: {path: File.join(@tmpdir, "#{name}.l1"), size: TABLE_SIZE},
       sql: {path: sql_path, invalidation_log: true}, coherence_interval: INTERVAL)
     @stores << cache
-    cache.instance_variable_get(:@poller).stop
+    cache.engine.poller.stop
     cache.stack[:l1].polled_until = 0
     l1, sql = Strata::Poller.sources(cache.stack.tier_names.map { |tier| cache.stack[tier] })
     poller = Strata::Poller.new(l1, sql, cache.stack.dependencies, on_error: ->(error, _) { raise error }, interval: 1,

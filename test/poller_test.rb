@@ -30,7 +30,7 @@ class PollerTest < Strata::StoreCase
   end
 
   def poller_of(cache)
-    cache.instance_variable_get(:@poller)
+    cache.engine.poller
   end
 
   # A stack over its own L1 file and the shared SQLite file, and a poller on it that only the
@@ -315,7 +315,7 @@ class PollerTest < Strata::StoreCase
       cache = ActiveSupport::Cache::StrataStore.new(l1: {path: File.join(dir, "alive.l1"), size: 1 << 20},
         sql: {path: File.join(dir, "alive.sqlite3"), invalidation_log: true})
       # Until its first round the state is FRESH (-1), which is truthy: wait for a place in the log.
-      sleep 0.01 until (cache.instance_variable_get(:@poller).last_seen || Strata::Poller::FRESH) > Strata::Poller::FRESH
+      sleep 0.01 until (cache.engine.poller.last_seen || Strata::Poller::FRESH) > Strata::Poller::FRESH
     RUBY
     pid = Process.spawn(RbConfig.ruby, "-I#{File.expand_path("../lib", __dir__)}", "-e", script, @tmpdir)
     status = reap(pid, DEADLINE) || kill_and_reap(pid, DEADLINE)

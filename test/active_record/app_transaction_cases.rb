@@ -103,7 +103,7 @@ module AppTransactionCases
       l1: {path: File.join(@tmpdir, "#{name}.l1"), size: Strata::StoreCase::TABLE_SIZE},
       memcached: {servers: Strata::TestSupport.memcached_servers}, sql: {connection_class: record, **sql_options})
     @stores << cache
-    assert wait_until(10) { cache.instance_variable_get(:@poller).last_seen }
+    assert wait_until(10) { cache.engine.poller.last_seen }
     cache
   end
 

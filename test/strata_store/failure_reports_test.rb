@@ -6,7 +6,7 @@ require "active_support/cache/strata_store"
 # What StrataStore tells of its failures, and when (FailureReports): once per outage of a kind,
 # on a clock the test moves.
 class StrataStoreFailureReportsTest < Minitest::Test
-  Reports = ActiveSupport::Cache::StrataStore::FailureReports
+  Reports = Strata::FailureReports
 
   # A TierError that names its server, as the memcached client's do.
   class ServerError < Strata::TierError

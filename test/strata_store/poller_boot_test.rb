@@ -25,7 +25,7 @@ class StrataStorePollerBootTest < Strata::StoreCase
   def test_a_store_made_before_the_app_connects_reports_nothing_and_polls_once_connected
     reports = capture_reports do
       store = build_store(sql: {connection_class: BootRecord}, poll_interval: 0.01)
-      poller = store.instance_variable_get(:@poller)
+      poller = store.engine.poller
       assert_raises(Strata::Error, ActiveRecord::ConnectionNotEstablished) { poller.round }
 
       database = {adapter: "sqlite3", database: File.join(@tmpdir, "app.sqlite3")}

@@ -95,7 +95,7 @@ class StrataStoreRawSqlCrossHostSQLiteTest < Strata::StoreCase
       l1: {path: File.join(@tmpdir, "#{name}.l1"), size: Strata::StoreCase::TABLE_SIZE},
       sql: {path: @path, invalidation_log: true}, coherence_interval: 60)
     @stores << cache
-    raise "host #{name}'s poller did not run" unless wait_until(BOUND) { cache.instance_variable_get(:@poller).last_seen }
+    raise "host #{name}'s poller did not run" unless wait_until(BOUND) { cache.engine.poller.last_seen }
 
     cache
   end

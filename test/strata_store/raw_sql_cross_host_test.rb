@@ -42,7 +42,7 @@ class StrataStoreRawSqlCrossHostTest < Strata::StoreCase
 
   def test_p5_a_raw_update_reaches_another_hosts_cached_entry
     cache = build_store(sql: {connection_class: Record}, coherence_interval: 60)
-    poller = cache.instance_variable_get(:@poller)
+    poller = cache.engine.poller
     # Until its first round the state is FRESH (-1), which is truthy: wait for a place in the log.
     assert wait_until(BOUND) { (poller.last_seen || Strata::Poller::FRESH) > Strata::Poller::FRESH }
     cache.fetch("bug/42", tags: ["bugs/42"]) { "crash" }
@@ -61,7 +61,7 @@ class StrataStoreRawSqlCrossHostTest < Strata::StoreCase
   # the entries of its bug, as the model's change would.
   def test_p12_a_raw_insert_of_a_cascading_row_reaches_its_parents_entries
     cache = build_store(sql: {connection_class: Record}, coherence_interval: 60)
-    poller = cache.instance_variable_get(:@poller)
+    poller = cache.engine.poller
     assert wait_until(BOUND) { (poller.last_seen || Strata::Poller::FRESH) > Strata::Poller::FRESH }
     cache.fetch("bug/42", tags: ["bugs/42"]) { "crash, no tags" }
     cache.fetch("bugs", tags: ["bugs"]) { "1 bug" }

@@ -176,7 +176,7 @@ module Strata
       # The store of host index's process, its poller journaling its whole rounds.
       def journaled_store(index)
         cache = store(index)
-        poller = cache.instance_variable_get(:@poller)
+        poller = cache.engine.poller
         poller.singleton_class.prepend(RoundJournal)
         poller.round_journal = File.open(rounds_path(index), "a")
         [cache, poller]

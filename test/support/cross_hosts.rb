@@ -133,7 +133,7 @@ module Strata
         server = MemcachedProcess.new.start
         options = {servers: [server.server], timeout: 0.2, retry_after: 0.2}
         b = polling_host("b", memcached: options)
-        poller = b.instance_variable_get(:@poller)
+        poller = b.engine.poller
         b.write("written", "old")
         b.write("deleted", "here")
         applied_all(b)
@@ -188,13 +188,13 @@ module Strata
       # Waits until cache's poller has applied every row the log has now.
       def applied_all(cache)
         head = cache.stack[:l3].log_head
-        assert wait_until(BOUND) { cache.instance_variable_get(:@poller).last_seen.to_i >= head }, "the poller reached #{head}"
+        assert wait_until(BOUND) { cache.engine.poller.last_seen.to_i >= head }, "the poller reached #{head}"
       end
 
       # host_store, once its poller has read the log (its first round clears L1: see Poller).
       def polling_host(name, **options)
         cache = host_store(name, **options)
-        assert wait_until(BOUND) { cache.instance_variable_get(:@poller).last_seen }, "host #{name}'s poller runs"
+        assert wait_until(BOUND) { cache.engine.poller.last_seen }, "host #{name}'s poller runs"
         cache
       end
 

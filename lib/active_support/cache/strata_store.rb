@@ -8,15 +8,12 @@ require "active_support/digest"
 require "concurrent/map"
 require "strata"
 require "strata/counters"
+require "strata/engine"
 require "strata/entry"
-require "strata/stack"
-require "strata/poller"
-require "strata/retries"
 require "strata/transaction_tags"
 require "strata/tag_versions"
 require "active_support/cache/strata_store/codec"
 require "active_support/cache/strata_store/counted_multi_reads"
-require "active_support/cache/strata_store/failure_reports"
 require "active_support/cache/strata_store/local_cache_middleware"
 require "active_support/cache/strata_store/stamp_reads"
 require "active_support/cache/strata_store/unobserved_reads"
@@ -91,8 +88,9 @@ module ActiveSupport
       prepend UnobservedWrites
       prepend CountedMultiReads
 
-      # The Strata::Stack behind this store, for stats and tools.
-      attr_reader :stack
+      # The Strata::Engine behind this store (its tiers, poller, counters and failure reports),
+      # and the engine's Strata::Stack, for stats and tools.
+      attr_reader :engine, :stack
 
       # What this store has under way in one fiber: the one place it keeps state per fiber, in
       # one fiber-local slot of its own (Thread#[]; #execution_state), so that two stores never
@@ -141,9 +139,9 @@ module ActiveSupport
         sql = options.delete(:sql)
         fill_wait = options.delete(:fill_wait) { Strata::Stack::DEFAULT_FILL_WAIT }
         coherence_interval = options.delete(:coherence_interval) { Strata::Dependencies::DEFAULT_COHERENCE_INTERVAL }
-        polling = {interval: options.delete(:poll_interval) { Strata::Poller::DEFAULT_INTERVAL }, listen: options.delete(:poll_listen) { true }}
+        polling = {poll_interval: options.delete(:poll_interval) { Strata::Poller::DEFAULT_INTERVAL },
+                   poll_listen: options.delete(:poll_listen) { true }}
         @codec = build_codec(options)
-        @failures = FailureReports.new
         # The base store's coder would go unused: Codec encodes entries, whatever the cache format
         # version (docs/compatibility.md).
         super(options.merge(coder: nil))
@@ -152,22 +150,19 @@ module ActiveSupport
         # This store's fiber-local slot (#execution_state).
         @state_key = :"__strata_store_#{object_id}"
         @stamp_reads = StampReads.new(@state_key)
-        tiers = build_tiers(l1, memcached, sql)
-        @counters = Strata::Counters.new(tiers[:l1]) # the host's, in L1's file; without L1 this process's
+        @engine = Strata::Engine.new(l1: l1, memcached: memcached, sql: sql, namespace: @options[:namespace], fill_wait: fill_wait,
+          coherence_interval: coherence_interval, **polling, on_stamps: @stamp_reads, undurable: method(:undurable),
+          on_report: method(:told_failure))
+        @stack = @engine.stack
+        @counters = @engine.counters
         @read_hits = @counters.sink # count_read_hit, _operation_since: one C call each
+        @retries = @engine.retries
+        @app_sql = @engine.app_sql
         # Rails' race_condition_ttl write-backs under way in this store (#handle_expired_entry):
         # while none is, a write need not look for one in its fiber's ExecutionState.
         @put_backs = 0
         @put_backs_lock = Mutex.new
-        @stack = Strata::Stack.new(tiers, on_error: method(:report_failure), fill_wait: fill_wait,
-          coherence_interval: coherence_interval, polled: Strata::Poller.polls?(tiers.values), on_stamps: @stamp_reads,
-          counters: @counters, host_ttl: host_ttl(tiers, coherence_interval), undurable: method(:undurable))
-        @listable = listable_tiers.size == @stack.tier_names.size
-        @retries = Strata::Retries.new(@stack, on_error: method(:report_failure))
-        # The SQL tier when it joins the app's transactions and has tiers above it (#joined).
-        @app_sql = tiers[:l3] if tiers.size > 1 && tiers[:l3]&.app_connections?
-        @poller = Strata::Poller.start(@stack, on_error: method(:report_failure), **polling)
-        @outages = host_outages(tiers)
+        @listable = @engine.listable?
         # With L1 alone every write lands in the table, whose set and add copy a
         # Strata::Entry::Split into place: a large value is copied once (Codec#dump).
         @split_writes = @stack.tier_names == [:l1]
@@ -365,7 +360,7 @@ module ActiveSupport
       def delete_matched(matcher, options = nil)
         unless @listable
           raise NotImplementedError, "#{self.class.name} does not support delete_matched with tiers that can't " \
-            "list their keys (#{(@stack.tier_names - listable_tiers).join(", ")})"
+            "list their keys (#{@stack.tier_names.reject { |name| @stack[name].capabilities[:listing] }.join(", ")})"
         end
 
         options = merged_options(options)
@@ -385,19 +380,15 @@ module ActiveSupport
         @stack.clear
       end
 
-      # The tiers' statistics and this store's failure counts (FailureReports#stats), and the
-      # host's counters (Strata::Counters#totals, with shared: false when there is no L1 table to
-      # keep them in and they are this process's only).
+      # The tiers' statistics, this store's failure counts and the host's counters
+      # (Strata::Engine#stats).
       def stats
-        {tiers: @stack.stats}.merge!(@failures.stats, counters: @counters.totals.merge!(shared: @counters.shared?))
+        @engine.stats
       end
 
       # Release the table mapping. The store can't be used afterwards.
       def close
-        @poller&.stop
-        @retries.stop
-        @outages&.release(@stack[:l2].client.ring)
-        @stack.close
+        @engine.close
       end
 
       def inspect # :nodoc:
@@ -1083,10 +1074,6 @@ module ActiveSupport
       end
 
       # The names of the tiers that can list their keys (for delete_matched).
-      def listable_tiers
-        @stack.tier_names.select { |name| @stack[name].capabilities[:listing] }
-      end
-
       # The Codec for the serializer, compressor and coder options, taken out of options. A coder
       # excludes the other two, as in every store. coder: nil stores entries without Rails' coder,
       # which Strata's encoding always does; as with Rails' pass-through coder, uncompressed.
@@ -1101,71 +1088,6 @@ module ActiveSupport
         Codec.new(options.delete(:serializer), coded ? nil : compressor, options.delete(:coder))
       end
 
-      # Top first. With no tier option given, l1's missing size is the error to report.
-      # An L1 file or directory that is not safely this user's (another local user made it
-      # first, say) leaves the store without L1, reported once, when another tier can serve:
-      # an app must not fail to boot over another user's file. With L1 alone it raises.
-      def build_tiers(l1, memcached, sql)
-        tiers = {}
-        if l1 || !(memcached || sql)
-          begin
-            tiers[:l1] = build_l1(l1 || {})
-          rescue Strata::UnsafeFileError => error
-            raise unless memcached || sql
-
-            report_failure(error, :l1)
-          end
-        end
-        tiers[:l2] = build_memcached(memcached) if memcached
-        tiers[:l3] = build_sql(sql) if sql
-        tiers
-      end
-
-      # The cap on L1's TTLs (Stack's host_ttl): coherence_interval when L1 sits above memcached,
-      # where other hosts write, and no poller tells this host of their writes. With a poller,
-      # Dependencies::POLLED_TTL, as for its copies of tag versions: the bound for a change the
-      # poller could not see (its row committed more than gap_timeout after it was appended).
-      # Else none: L1 alone or over an SQL tier of this host alone has no other host.
-      def host_ttl(tiers, coherence_interval)
-        return nil unless tiers.key?(:l1)
-        return Strata::Dependencies::POLLED_TTL if Strata::Poller.polls?(tiers.values)
-
-        coherence_interval if tiers.key?(:l2)
-      end
-
-      # With L1 and memcached: the host's record of the memcached servers this process marks
-      # down (Strata::Meta::HostOutages, in L1), which `strata stats` shows; its failures are
-      # reported as L1's. Without L1 a server's down since stays this process's (#stats).
-      def host_outages(tiers)
-        return nil unless tiers[:l1] && tiers[:l2]
-
-        outages = Strata::Meta::HostOutages.new(tiers[:l1], on_error: method(:report_failure))
-        tiers[:l2].client.ring.watcher = outages
-        outages
-      end
-
-      # Active Record is loaded only for a store with an SQL tier.
-      def build_sql(options)
-        raise ArgumentError, "StrataStore needs sql: {path: \"file.sqlite3\"} or sql: {connection_class: SomeRecord}" unless options.is_a?(Hash)
-
-        require "strata/tiers/sql"
-        Strata::Tiers::SQL.new(**options)
-      end
-
-      def build_memcached(options)
-        raise ArgumentError, "StrataStore needs memcached: {servers: [\"host:port\", ...]}" unless options.is_a?(Hash) && options[:servers]
-
-        Strata::Tiers::Memcached.new(**options)
-      end
-
-      def build_l1(options)
-        options = options.dup
-        options[:path] ||= Strata::Tiers::SharedMemory.default_path(Strata::Tiers::SharedMemory.default_name(@options[:namespace]))
-        raise ArgumentError, "StrataStore needs l1: {size: bytes} for its shared-memory table" unless options[:size]
-
-        Strata::Tiers::SharedMemory.new(**options)
-      end
-
       # The one place a tier failure becomes a fallback (a miss, a false write): it is counted and
       # reported, and the caller carries on.
       def failsafe(fallback)
@@ -1175,15 +1097,16 @@ module ActiveSupport
         fallback
       end
 
-      # Also the stack's on_error, called once per failed tier. Every failure is counted; the
-      # first of an outage is logged (the store's logger, else Rails.logger) and reported to
-      # ActiveSupport.error_reporter, the rest are held back (see FailureReports for what an
-      # outage is). A report after some were held back gives their number (context :unreported).
+      # Every tier failure, counted by the engine (Strata::Engine#report_failure).
       def report_failure(error, tier = nil)
-        tier ||= error.tier if error.respond_to?(:tier)
-        held = @failures.record(error, tier)
-        return unless held
+        @engine.report_failure(error, tier)
+      end
 
+      # The engine's on_report, for the first failure of an outage (Strata::FailureReports):
+      # logged (the store's logger, else Rails.logger) and reported to
+      # ActiveSupport.error_reporter. A report after some were held back gives their number
+      # (context :unreported).
+      def told_failure(error, tier, held)
         server = error.server if error.respond_to?(:server)
         failure_logger&.warn("StrataStore #{tier || "-"}#{" #{server}" if server} #{error.class}: #{error.message}" \
           "#{" (#{held} more since the last report)" if held > 0}")
