@@ -4,6 +4,7 @@ require "digest"
 require "securerandom"
 require "strata/entry"
 require "strata/errors"
+require "strata/dependencies/places"
 
 module Strata
   # Tag versions (docs/coherence.md). A tag is a String naming something entries
@@ -14,15 +15,17 @@ module Strata
   # emptied) is created anew, and a fresh random value matches no stamp written before: losing
   # versions costs misses, never stale hits.
   #
-  # Where versions live: under reserved keys (VERSION_PREFIX, a NUL byte first like the host
-  # single-flight's locks, so no cache key can name one and Stack#keys lists none) in the
-  # stack's own tiers. The bottom tier is the authority (the SQL tier when there is one, durable;
+  # Where versions live: in the stack's own tiers, by tag id in a tier that keeps them apart
+  # (capability :versions: the SQL tier's versions table), else under reserved keys that only
+  # this class makes (VERSION_PREFIX, a NUL byte first like the host single-flight's locks, so
+  # no cache key can name one and Stack#keys lists none; L1's check of stamps, table.h, reads
+  # them there). The bottom tier is the authority (the SQL tier when there is one, durable;
   # else memcached; else L1); the tiers above cache it. The host tier's copies live at most
   # coherence_interval seconds when there are tiers below it, so a host that missed another
   # host's bump (it bumped its own L1 only) reads the authority again at most that often; with a
-  # poller that keeps them current (polled:), while it vouches for them instead (#copy). In the
-  # SQL tier versions share the entries table: its max_size/max_age expiry may drop one, which
-  # only costs misses (above). Tag ids are 62 bits of the tag's SHA-256: two tags that collide
+  # poller that keeps them current (polled:), while it vouches for them instead (#copy). The SQL
+  # tier's versions table is beyond its expiry; elsewhere an eviction may drop one, which only
+  # costs misses (above). Tag ids are 62 bits of the tag's SHA-256: two tags that collide
   # share a version, so invalidating one invalidates the other too, never less. Ids and versions
   # are 62-bit so that they are Integers Ruby does not allocate.
   #
@@ -45,9 +48,6 @@ module Strata
     # committed after gap_timeout; Strata::Poller), and a tag read from below once per this
     # many seconds instead of once per coherence_interval.
     POLLED_TTL = 30
-    # Version keys are kept per tag id, up to this many (then forgotten all at once): making one
-    # costs more than the L1 lookup it is for.
-    KEY_CACHE_SIZE = 4096
     PACK = "Q<"
 
     # The 64-bit id under which tag's version is kept and stamped.
@@ -81,26 +81,23 @@ module Strata
       # The top tier when it is the host tier and checks an entry's stamps itself (L1:
       # SharedMemory#check_stamps, one C call that makes no object): #current?'s fast path.
       @checker = tiers[0] if @host_index == 0 && tiers[0].capabilities[:stamp_check]
-      # id => version key. A Hash, not a lock: each read and write of it is one C call under the
-      # GVL, and a key lost to a concurrent clear is only made again.
-      @keys = {}
+      @keys = VersionKeys.new
+      # How each tier keeps versions: by id where it keeps them apart (capability :versions),
+      # else under version keys.
+      @places = tiers.map { |tier| tier.capabilities[:versions] ? TierVersions.new(tier) : KeyedVersions.new(tier, @keys) }.freeze
     end
 
     attr_reader :coherence_interval
 
-    # The reserved key holding the version of tag id.
+    # The reserved key under which a tier without capability :versions keeps tag id's version.
     def version_key(id)
-      @keys[id] ||= begin
-        @keys.clear if @keys.size >= KEY_CACHE_SIZE
-        format(KEY_FORMAT, id).freeze
-      end
+      @keys[id]
     end
 
     # The current versions of tag ids, in order (Integers). A missing one is created.
     def versions(ids)
-      keys = ids.map { |id| version_key(id) }
-      found = read(keys)
-      keys.map { |key| found[key] || create(key) }
+      found = read(ids)
+      ids.map { |id| found[id] || create(id) }
     end
 
     # Whether every dependency stamp of the stamped entry bytes is current. A version no tier
@@ -123,13 +120,13 @@ module Strata
       return current_one?(words[0], words[1]) if words.size == 2
 
       count = words.size / 2
-      keys = Array.new(count) { |index| version_key(words[index * 2]) }
-      top = top_versions(keys)
+      ids = Array.new(count) { |index| words[index * 2] }
+      top = top_versions(ids)
       # The usual case: the top tier holds them all, well-formed: one call.
       if top.size == count
         index = 0
         while index < count
-          bytes = top[keys[index]]
+          bytes = top[ids[index]]
           break unless bytes.bytesize == VERSION_BYTES
           return false unless bytes.unpack1(PACK) == words[index * 2 + 1]
 
@@ -138,9 +135,9 @@ module Strata
         return true if index == count
       end
 
-      found = read(keys)
+      found = read(ids)
       count.times do |index|
-        return false unless found[keys[index]] == words[index * 2 + 1]
+        return false unless found[ids[index]] == words[index * 2 + 1]
       end
       true
     end
@@ -150,18 +147,18 @@ module Strata
     # stamped with it. True when every tier took the new versions or now holds none. undone (an
     # Array) gets the ids whose authority, the bottom tier, did neither (Strata::Retries).
     def bump(ids, undone = nil)
-      fresh = ids.to_h { |id| [id, [version_key(id), [random_version].pack(PACK)]] }
+      fresh = ids.to_h { |id| [id, [random_version].pack(PACK)] }
       ok = true
       bottom = @tiers.size - 1
       bottom.downto(0) do |index|
-        fresh.each do |id, (key, bytes)|
+        fresh.each do |id, bytes|
           stored = begin
-            @tiers[index].set(key, bytes, ttl: @ttls[index])
+            @places[index].set(id, bytes, @ttls[index])
           rescue TierError => error
             @list.failed(error, index)
             false
           end
-          next if stored || dropped?(key, index)
+          next if stored || dropped?(id, index)
 
           ok = false
           undone << id if undone && index == bottom
@@ -175,14 +172,12 @@ module Strata
     # the next read takes the authority's. Only the host tier is written. True when done.
     def bump_local(id, version = nil)
       return true unless @host_index
+      return dropped?(id, @host_index) unless version
 
-      key = version_key(id)
-      return dropped?(key, @host_index) unless version
-
-      @tiers[@host_index].set(key, [version].pack(PACK), ttl: @ttls[@host_index]) || dropped?(key, @host_index)
+      @places[@host_index].set(id, [version].pack(PACK), @ttls[@host_index]) || dropped?(id, @host_index)
     rescue TierError => error
       @list.failed(error, @host_index)
-      dropped?(key, @host_index)
+      dropped?(id, @host_index)
     end
 
     # For the cross-host poller (Strata::Poller): the versions of tag ids were changed at the
@@ -194,17 +189,16 @@ module Strata
     # ids (a round trip each to memcached). True when every copy that had to go went (a
     # failure is reported).
     def drop_copies(*ids)
-      keys = ids.map { |id| version_key(id) }
       bottom = @tiers.size - 1
       authority = begin
-        @tiers[bottom].peek_multi(keys)
+        @places[bottom].peek_multi(ids)
       rescue TierError => error
         @list.failed(error, bottom)
         nil
       end
       (bottom - 1).downto(0).map do |index|
-        held = authority ? read_many(keys, index) : NONE
-        stale = authority ? keys.reject { |key| held[key] == authority[key] } : keys
+        held = authority ? read_many(ids, index) : NONE
+        stale = authority ? ids.reject { |id| held[id] == authority[id] } : ids
         stale.empty? || dropped_all?(stale, index)
       end.all?
     end
@@ -213,34 +207,33 @@ module Strata
 
     # #current? for one stamp: the top tier's get, then #read.
     def current_one?(id, version)
-      key = version_key(id)
       bytes = begin
-        @tiers[0].get(key)
+        @places[0].get(id)
       rescue TierError
         nil # reported by #read, which reads it once more
       end
       return bytes.unpack1(PACK) == version if bytes&.bytesize == VERSION_BYTES
 
-      read([key])[key] == version
+      read([id])[id] == version
     end
 
-    # key => bytes the top tier holds (one multi-key call), or none when it fails (reported
+    # id => bytes the top tier holds (one multi-key call), or none when it fails (reported
     # again by #read, which reads it once more).
-    def top_versions(keys)
-      @tiers[0].get_multi(keys)
+    def top_versions(ids)
+      @places[0].get_multi(ids)
     rescue TierError
       NONE
     end
 
     NONE = {}.freeze
 
-    # key => version for the keys some tier holds, top-down; copies go up to the tiers above.
-    def read(keys)
+    # id => version for the ids some tier holds, top-down; copies go up to the tiers above.
+    def read(ids)
       found = {}
-      missing = keys
-      @tiers.each_with_index do |tier, index|
+      missing = ids
+      @places.each_with_index do |place, index|
         hits = begin
-          tier.get_multi(missing)
+          place.get_multi(missing)
         rescue PartialError => error
           @list.failed(error, index)
           error.result
@@ -248,14 +241,14 @@ module Strata
           @list.failed(error, index)
           next
         end
-        hits.each do |key, bytes|
-          version = decode(key, bytes, index)
+        hits.each do |id, bytes|
+          version = decode(id, bytes, index)
           next unless version
 
-          found[key] = version
-          copy_up(key, bytes, index)
+          found[id] = version
+          copy_up(id, bytes, index)
         end
-        missing = missing.reject { |key| found.key?(key) }
+        missing = missing.reject { |id| found.key?(id) }
         break if missing.empty?
       end
       found
@@ -265,52 +258,52 @@ module Strata
     # by a bump since (or by another reader's copy of the same value) and stays. A copy that
     # landed after a bump whose own copy above was evicted would hold the old value, so the
     # source is read again after the copy; when it changed meanwhile the copies above go.
-    def copy_up(key, bytes, index)
+    def copy_up(id, bytes, index)
       return if index == 0
 
       index.times do |above|
-        copy(above, key, bytes)
+        copy(above, id, bytes)
       rescue TierError => error
         @list.failed(error, above)
       end
       again = begin
-        @tiers[index].get(key)
+        @places[index].get(id)
       rescue TierError => error
         @list.failed(error, index)
         nil
       end
-      index.times { |above| dropped?(key, above) } unless again == bytes
+      index.times { |above| dropped?(id, above) } unless again == bytes
     end
 
     # Creates a missing version bottom-up: the lowest tier that answers settles it (its value, if
     # another reader added one first), then the tiers above take a copy. A version no tier could
     # store is still fresh: what is stamped with it never matches anything and misses.
-    def create(key)
+    def create(id)
       bytes = [random_version].pack(PACK)
       settled = nil
       (@tiers.size - 1).downto(0) do |index|
-        tier = @tiers[index]
+        place = @places[index]
         unless settled
           added = begin
-            tier.add(key, bytes, ttl: @ttls[index])
+            place.add(id, bytes, @ttls[index])
           rescue TierError => error
             @list.failed(error, index)
             next
           end
           unless added
             winner = begin
-              tier.get(key)
+              place.get(id)
             rescue TierError => error
               @list.failed(error, index)
               nil
             end
-            bytes = winner if winner && decode(key, winner, index)
+            bytes = winner if winner && decode(id, winner, index)
           end
           settled = index
           next
         end
         begin
-          tier.add(key, bytes, ttl: @ttls[index])
+          place.add(id, bytes, @ttls[index])
         rescue TierError => error
           @list.failed(error, index)
         end
@@ -328,20 +321,20 @@ module Strata
     # database down) polled copies read as absent, and new copies are plain ones that lapse
     # after coherence_interval, as without a poller. A bump's and a creation's copies are plain
     # ones: nothing reads the authority after them.
-    def copy(index, key, bytes)
+    def copy(index, id, bytes)
       tier = @tiers[index]
-      return tier.add_polled(key, bytes, POLLED_TTL) if tier.equal?(@polled) && tier.polled_until > Entry.now
+      return tier.add_polled(version_key(id), bytes, POLLED_TTL) if tier.equal?(@polled) && tier.polled_until > Entry.now
 
-      tier.add(key, bytes, ttl: @ttls[index])
+      @places[index].add(id, bytes, @ttls[index])
     end
 
-    # A version's value, or nil when the bytes under key are not one (then dropped, so that a
-    # read creates a fresh one).
-    def decode(key, bytes, index)
+    # A version's value, or nil when the bytes held for tag id are not one (then dropped, so
+    # that a read creates a fresh one).
+    def decode(id, bytes, index)
       return bytes.unpack1(PACK) if bytes.bytesize == VERSION_BYTES
 
-      @list.failed(CorruptError.new("#{@names[index]}: tag version #{key.inspect} is #{bytes.bytesize} bytes"), index)
-      dropped?(key, index)
+      @list.failed(CorruptError.new("#{@names[index]}: the version of tag id #{id} is #{bytes.bytesize} bytes"), index)
+      dropped?(id, index)
       nil
     end
 
@@ -349,9 +342,9 @@ module Strata
       SecureRandom.random_bytes(VERSION_BYTES).unpack1(PACK) & MASK
     end
 
-    # Tier index's copies of keys; none of those it could not read (reported).
-    def read_many(keys, index)
-      @tiers[index].peek_multi(keys)
+    # Tier index's copies of the versions of ids; none of those it could not read (reported).
+    def read_many(ids, index)
+      @places[index].peek_multi(ids)
     rescue PartialError => error
       @list.failed(error, index)
       error.result
@@ -360,17 +353,18 @@ module Strata
       NONE
     end
 
-    # Deletes keys from tier index: whether every delete went through (a failure is reported).
-    def dropped_all?(keys, index)
-      @tiers[index].delete_multi(keys)
+    # Deletes the versions of ids from tier index: whether every delete went through (a
+    # failure is reported).
+    def dropped_all?(ids, index)
+      @places[index].delete_multi(ids)
       true
     rescue TierError => error
       @list.failed(error, index)
       false
     end
 
-    def dropped?(key, index)
-      @tiers[index].delete(key)
+    def dropped?(id, index)
+      @places[index].delete(id)
       true
     rescue TierError => error
       @list.failed(error, index)

@@ -32,9 +32,13 @@ module Strata
     #           (#polled_until=); Strata::Dependencies keeps tag versions there.
     # stamp_check: #check_stamps checks a stamped entry's tag versions in the tier itself.
     # gutter:   #gutter?(key) tells whether key's own server is away and a stand-in serves it.
+    # versions: keeps tag versions (Strata::Dependencies) apart from its entries, by tag id
+    #           (#get_versions, #peek_versions, #set_version, #add_version, #delete_versions).
+    #           Without it, Dependencies keeps them as entries, under reserved keys of its own
+    #           that the tier stores like any other.
     CAPABILITIES = {leases: false, stale: false, cas: false, counters: false, host: false, tombstones: false,
                     write_tokens: false, listing: false, sweeping: false, invalidation_log: false,
-                    polled_copies: false, stamp_check: false, gutter: false}.freeze
+                    polled_copies: false, stamp_check: false, gutter: false, versions: false}.freeze
 
     # Optional. Which of CAPABILITIES this tier has.
     def capabilities
@@ -232,6 +236,33 @@ module Strata
     # Optional (capability :counters). Like incr; never goes below zero.
     def decr(key, amount = 1, ttl: nil, initial: nil)
       raise NotImplementedError, "#{self.class} has no counters"
+    end
+
+    # Optional (capability :versions). {id => bytes} of the tag versions held for ids (tag
+    # ids: Integers below 2**62; a version: 8 bytes), hits and misses counted.
+    def get_versions(ids)
+      raise NotImplementedError, "#{self.class} keeps no versions apart"
+    end
+
+    # Optional (capability :versions). #get_versions, uncounted.
+    def peek_versions(ids)
+      raise NotImplementedError, "#{self.class} keeps no versions apart"
+    end
+
+    # Optional (capability :versions). Stores tag id's version. True if stored.
+    def set_version(id, bytes)
+      raise NotImplementedError, "#{self.class} keeps no versions apart"
+    end
+
+    # Optional (capability :versions). Stores tag id's version unless it has one. True if stored.
+    def add_version(id, bytes)
+      raise NotImplementedError, "#{self.class} keeps no versions apart"
+    end
+
+    # Optional (capability :versions). Removes the versions of tag ids: true if every one was
+    # there.
+    def delete_versions(ids)
+      raise NotImplementedError, "#{self.class} keeps no versions apart"
     end
 
     # Required. Remove everything.

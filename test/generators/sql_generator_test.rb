@@ -82,9 +82,8 @@ class SqlGeneratorTest < Minitest::Test
     assert tier.set("k", "\x00\xFF".b, ttl: 60)
     assert_equal "\x00\xFF".b, tier.get("k")
     refute tier.add("k", "v")
-    version_key = format(Strata::Dependencies::KEY_FORMAT, 42)
-    assert tier.set(version_key, [7].pack("Q<"))
-    assert_equal [7].pack("Q<"), tier.get(version_key), "the versions table"
+    assert tier.set_version(42, [7].pack("Q<"))
+    assert_equal({42 => [7].pack("Q<")}, tier.get_versions([42]), "the versions table")
     assert_equal [[nil, "k"], [42, nil]], tier.log_after(0).map { |_, tag_id, key| [tag_id, key] }, "the log"
     %w[a b c].each { |key| tier.set(key, key) }
     assert_operator tier.stats[:entries], :<=, 3, "expiry runs on the table"

@@ -55,8 +55,7 @@ module DatabaseDownCases
   def test_an_invalidation_the_database_missed_is_made_once_it_is_back
     cache = build_store(sql: {connection_class: self.class::Record}, namespace: @namespace, coherence_interval: 0.2)
     cache.write("tagged", "old", tags: "bugs/1")
-    key = cache.stack.dependencies.version_key(Strata::Dependencies.tag_id("bugs/1"))
-    before = cache.stack[:l3].get(key)
+    before = Strata::TestSupport.version_in(cache, :l3, "bugs/1")
     refute_nil before
 
     @server.crash
@@ -67,7 +66,7 @@ module DatabaseDownCases
     # Made again: the retry's new version is there, or, when its write failed while the database
     # came back and its delete went through, no version is (the next read makes a new one).
     changed = wait_until(BOUND) do
-      cache.stack[:l3].get(key) != before
+      Strata::TestSupport.version_in(cache, :l3, "bugs/1") != before
     rescue Strata::TierError
       false
     end

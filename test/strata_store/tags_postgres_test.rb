@@ -71,8 +71,7 @@ class StrataStoreTagsPostgresTest < Strata::StoreCase
 
       # P4: the version rows (and every other copy) deleted: misses only
       cache.write("a", "old", tags: ["t1"])
-      key = cache.stack.dependencies.version_key(Strata::Dependencies.tag_id("t1"))
-      cache.stack.tier_names.each { |name| cache.stack[name].delete(key) }
+      Strata::TestSupport.drop_versions(cache, "t1")
       assert_nil cache.read("a"), label
       assert_equal "new", cache.fetch("a", tags: ["t1"]) { "new" }, label
       assert_equal "new", cache.read("a"), label

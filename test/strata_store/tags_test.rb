@@ -133,8 +133,7 @@ class StrataStoreTagsTest < Strata::StoreCase
     each_layout do |cache, layout|
       cache.write("a", "old", tags: ["t1"])
       cache.fetch("b", tags: ["t1", "t2"]) { "old" }
-      key = cache.stack.dependencies.version_key(Strata::Dependencies.tag_id("t1"))
-      cache.stack.tier_names.each { |name| cache.stack[name].delete(key) }
+      Strata::TestSupport.drop_versions(cache, "t1")
 
       assert_nil cache.read("a"), layout
       assert_nil cache.read("b"), layout

@@ -22,10 +22,10 @@ module Strata
       # Seconds a forked child may take.
       DEADLINE = 30
 
-      def test_is_a_tier_with_tombstones_and_no_other_capability
+      def test_is_a_tier_with_tombstones_and_versions_and_no_other_capability
         assert_kind_of Strata::Tier, @tier
         able = @tier.capabilities.select { |_, yes| yes }.keys
-        assert_equal %i[tombstones listing sweeping], able - [:invalidation_log], "no leases, stale copies, cas or counters"
+        assert_equal %i[tombstones listing sweeping versions], able - [:invalidation_log], "no leases, stale copies, cas or counters"
         assert_equal @tier.invalidation_log?, @tier.capabilities[:invalidation_log]
         assert_respond_to @tier, :keys
         assert_respond_to @tier, :cleanup
@@ -547,49 +547,51 @@ module Strata
         assert_raises(ArgumentError) { SQL.create_table!(@tier.connection_class, table_name: "bad name") }
       end
 
-      # Dependencies' version keys live in the versions table: never evicted, never listed, each
-      # value the version's 8 bytes.
-      def test_version_keys_are_rows_of_the_versions_table
+      # Tag versions live in the versions table, by tag id: never evicted, never listed, each
+      # value the version's 8 bytes. A key is only a key, whatever it looks like.
+      def test_versions_are_rows_of_the_versions_table_by_tag_id
         tier = build_tier(max_entries: 1, expiry_batch_size: 10, expire_every: 1)
         first, second = [Strata::Dependencies.tag_id("bugs/42"), Strata::Dependencies.tag_id("bugs")]
-        key, other = [first, second].map { |id| format(Strata::Dependencies::KEY_FORMAT, id) }
         version = [Strata::Dependencies::MASK].pack("Q<")
 
-        assert tier.set(key, version, ttl: 1)
-        assert tier.add(other, [7].pack("Q<"))
-        refute tier.add(key, [8].pack("Q<")), "insert if absent"
+        assert tier.capabilities[:versions]
+        assert tier.set_version(first, version)
+        assert tier.add_version(second, [7].pack("Q<"))
+        refute tier.add_version(first, [8].pack("Q<")), "insert if absent"
         3.times { |i| tier.set("entry-#{i}", "v") }
-        assert_equal version, tier.get(key), "neither the TTL nor max_entries reach it"
-        assert_equal({key => version, other => [7].pack("Q<"), "entry-2" => "v"}, tier.get_multi([key, other, "entry-2"]))
-        assert_equal [version, nil], tier.get_for_fill(key)
+        assert_equal({first => version, second => [7].pack("Q<")}, tier.get_versions([first, second, 5]), "max_entries does not reach them")
+        assert_equal({first => version}, tier.peek_versions([first]))
         assert_equal [[first, Strata::Dependencies::MASK]], select_rows("SELECT tag_id, version FROM #{versions_table} WHERE tag_id = #{first}")
-        assert_equal 0, count_rows("key_hash = #{SQL.key_hash(key)}"), "not in the entries"
-        refute_includes tier.keys, key
 
-        assert tier.delete(key)
-        refute tier.delete(key)
-        assert_nil tier.get(key)
-        assert_equal [nil, SQL::NO_TOMBSTONE], tier.get_for_fill(key)
-        assert_raises(ArgumentError) { tier.set(key, "short") }
+        lookalike = format(Strata::Dependencies::KEY_FORMAT, first)
+        assert tier.set(lookalike, "an entry")
+        assert_equal "an entry", tier.get(lookalike)
+        assert_equal({first => version}, tier.get_versions([first]), "a key shaped like a version key is an entry")
+
+        assert tier.delete_versions([first])
+        refute tier.delete_versions([first])
+        assert_equal({}, tier.get_versions([first]))
+        assert_raises(ArgumentError) { tier.set_version(first, "short") }
+        assert_raises(ArgumentError) { tier.set_version(-1, version) }
+        assert_raises(ArgumentError) { tier.get_versions(["bugs"]) }
         assert tier.clear
-        assert_nil tier.get(other), "clear empties the versions"
+        assert_equal({}, tier.get_versions([second]), "clear empties the versions")
       end
 
       # Each change appends its row in order; fills and reads append nothing.
       def test_the_log_names_each_change_and_no_fill
         tier = build_tier(invalidation_log: true)
         id = Strata::Dependencies.tag_id("bugs/42")
-        key = format(Strata::Dependencies::KEY_FORMAT, id)
         start = tier.log_head
         tier.set("a", "1")
         tier.set_multi({"c" => "2", "b" => "3"})
         tier.delete("a")
-        tier.set(key, [1].pack("Q<"))
-        tier.delete(key)
+        tier.set_version(id, [1].pack("Q<"))
+        tier.delete_versions([id])
         tier.add("d", "4")
         _, token = tier.get_for_fill("e")
         tier.add_for_fill("e", "5", token)
-        tier.add(key, [2].pack("Q<"))
+        tier.add_version(id, [2].pack("Q<"))
         tier.get("a")
         tier.clear
 
@@ -616,9 +618,9 @@ module Strata
         execute("DROP TABLE #{log_table}")
         assert_raises(Strata::TierError) { tier.set("kept", "new") }
         assert_raises(Strata::TierError) { tier.delete("kept") }
-        assert_raises(Strata::TierError) { tier.set(format(Strata::Dependencies::KEY_FORMAT, 1), [1].pack("Q<")) }
+        assert_raises(Strata::TierError) { tier.set_version(1, [1].pack("Q<")) }
         assert_equal "old", tier.get("kept")
-        assert_nil tier.get(format(Strata::Dependencies::KEY_FORMAT, 1))
+        assert_equal({}, tier.get_versions([1]))
       ensure
         SQL.create_table!(@tier.connection_class, table_name: table)
       end

@@ -98,19 +98,19 @@ module Strata
     # pass fails raises before it writes. The next call reconnects (Active Record does it for an
     # app's connection_class; an embedded SQLite file needs no reconnecting).
     #
-    # Capabilities: tombstones only (no leases, stale copies, cas or counters); invalidate deletes,
-    # leaving a tombstone like #delete.
+    # Capabilities: tombstones and versions (no leases, stale copies, cas or counters);
+    # invalidate deletes, leaving a tombstone like #delete.
     #
-    # Tag versions (docs/coherence.md): Strata::Dependencies keeps versions under reserved keys
-    # ("\x00strata:tag:" and 16 hex digits). The tier keeps those in the versions table, where
-    # max_size, max_age and TTLs never reach them: get, get_multi, set, add and delete on such a
-    # key read, upsert, insert-if-absent and delete its row, and its value is the 8 bytes of the
-    # version. clear empties the versions too.
+    # Tag versions (docs/coherence.md; capability versions, VersionsAndLog): Strata::Dependencies
+    # keeps them here by tag id, in the versions table, where max_size, max_age and TTLs never
+    # reach them: #get_versions, #set_version, #add_version and #delete_versions read, upsert,
+    # insert-if-absent and delete a tag's row, whose value is the 8 bytes of the version. Keys
+    # are only keys: none is read as a tag. clear empties the versions too.
     #
     # The invalidation log (invalidation_log:, on by default with connection_class:, the database
     # that hosts share, and off with path:, one host's file): in the same transaction as the
     # change, set, set_multi and delete of a key append a row naming the key; set and delete of
-    # a version key a row naming the tag; clear a row naming neither. Fills (add, add_for_fill)
+    # a version (set_version, delete_versions) a row naming the tag; clear a row naming neither. Fills (add, add_for_fill)
     # append nothing: they store what the tier already held. On PostgreSQL the same statement
     # notifies the channel "<table_name>_log". Each host's Strata::Poller reads the rows
     # (#log_after, #log_rows) and drops its copies of what they name. The expiry pass also trims
@@ -126,7 +126,7 @@ module Strata
       include VersionsAndLog
       include RawTags
 
-      CAPABILITIES = Tier::CAPABILITIES.merge(tombstones: true, listing: true, sweeping: true).freeze
+      CAPABILITIES = Tier::CAPABILITIES.merge(tombstones: true, listing: true, sweeping: true, versions: true).freeze
       # With the invalidation_log: option on.
       LOGGING_CAPABILITIES = CAPABILITIES.merge(invalidation_log: true).freeze
       # The token of a fill that read no row (ids start at 1).
@@ -257,8 +257,6 @@ module Strata
       # #get without counting a hit or miss (see Tier#peek).
       def peek(key)
         check_key(key)
-        return version(key) if version_key?(key)
-
         rows = @database.run(:get) { |c| @database.select(c, :get, statements.get, [key_hash(key), binary(key), Entry.now]) }
         rows.empty? ? nil : rows.first.first
       end
@@ -272,8 +270,6 @@ module Strata
       # #add_for_fill, where token names the tombstone read (NO_TOMBSTONE when there was none).
       def get_for_fill(key)
         check_key(key)
-        return (bytes = version(key)) ? [bytes, nil] : [nil, NO_TOMBSTONE] if version_key?(key)
-
         row = @database.run(:get) do |c|
           @database.select(c, :get, statements.get_for_fill, [key_hash(key), binary(key), Entry.now]).first
         end
@@ -301,10 +297,8 @@ module Strata
       def set_multi(entries, ttl: nil)
         entries.each { |key, bytes| check_value(key, bytes) }
         expires_in = check_ttl(ttl)
-        versions, entries = entries.partition { |key, _| version_key?(key) }.map(&:to_h)
-        versions.each { |key, bytes| set(key, bytes) } # bound: the version keys given, none from the stack
         results = entries.to_h { |key, bytes| [key, bytes.bytesize <= @max_value_size] }
-        return versions.transform_values { true } if results.empty?
+        return results if results.empty?
 
         ordered = results.keys.map { |key| [key_hash(key), key] }.sort_by(&:first)
         @database.run(:set_multi) do |c|
@@ -322,7 +316,6 @@ module Strata
         refused = results.reject { |_, stored| stored }.keys
         count(:sets, results.size - refused.size)
         @counts.wrote_many(results)
-        results.merge!(versions.transform_values { true })
         return results if refused.empty?
 
         count(:too_large, refused.size)
@@ -353,8 +346,6 @@ module Strata
       # True when the fill's row was still there.
       def retract_fill(key, bytes)
         check_value(key, bytes)
-        return delete(key) if version_key?(key)
-
         hash = key_hash(key)
         @database.run(:delete) do |c| # binary reads the dialect: a closed tier raises inside
           binds = [*tombstone(key.bytesize, Entry.now), hash, binary(key), binary(bytes)]
@@ -366,8 +357,6 @@ module Strata
       # towards the next expiry pass. True when a live row was there.
       def delete(key)
         check_key(key)
-        return delete_version(key) if version_key?(key)
-
         hash = key_hash(key)
         deleted = @database.run(:delete) do |c| # binary reads the dialect: a closed tier raises inside
           stored_key = binary(key)
@@ -469,8 +458,6 @@ module Strata
         end
 
         expires_in = check_ttl(ttl)
-        return write_version(operation, key, bytes) if version_key?(key)
-
         logged = @logging && operation == :set
         @database.run(operation) do |c| # statements and binds read the dialect: a closed tier raises inside
           now = Entry.now
@@ -515,9 +502,8 @@ module Strata
         return [{}, 0] if keys.empty?
 
         keys.each { |key| check_key(key) }
-        versions, keys = keys.partition { |key| version_key?(key) } if keys.any? { |key| version_key?(key) }
         wanted = keys.to_h { |key| [key.b, key] }
-        found = versions ? read_versions(versions) : {}
+        found = {}
         @database.run(:get_multi) do |c|
           wanted.keys.each_slice(Statements::MAX_IN_LIST) do |slice| # bound: keys.size / MAX_IN_LIST statements
             select_in_list(c, slice).each do |stored_key, value|
@@ -526,7 +512,7 @@ module Strata
             end
           end
         end
-        [found, wanted.size + (versions ? versions.size : 0)]
+        [found, wanted.size]
       end
 
       # Rows [key, value] for up to Statements::MAX_IN_LIST binary keys.

@@ -11,11 +11,55 @@ module Strata
       # (@logging, @log_retention, @batch, @table_name) and helpers (count, with_expiry, binary)
       # it uses.
       module VersionsAndLog
-        VERSION_PREFIX_BYTES = Dependencies::VERSION_PREFIX.bytesize
-        VERSION_KEY_BYTES = VERSION_PREFIX_BYTES + 16
-        HEX = /\A\h{16}\z/
         # How a version's 8 bytes are kept in a signed bigint column, and read back the same.
         VERSION_PACK = "q<"
+
+        # {id => the version's 8 bytes} for the tag ids that have a row, hits and misses counted.
+        def get_versions(ids)
+          found = peek_versions(ids)
+          count(:hits, found.size)
+          count(:misses, ids.size - found.size)
+          found
+        end
+
+        # #get_versions, uncounted (see Tier#peek_multi).
+        def peek_versions(ids)
+          return {} if ids.empty?
+
+          ids.each { |id| check_tag_id(id) }
+          rows = @database.run(:get_multi) do |c|
+            # Bound: ids.size / MAX_IN_LIST statements.
+            ids.uniq.each_slice(Statements::MAX_IN_LIST).flat_map { |slice| @database.select(c, :get_multi, log_statements.versions_in(slice)) }
+          end
+          rows.to_h { |id, version| [id, [version].pack(VERSION_PACK)] }
+        end
+
+        # Upserts tag id's version (bytes: its 8 bytes), with a log row naming the tag. True.
+        def set_version(id, bytes)
+          write_version(:set, id, bytes)
+        end
+
+        # Inserts tag id's version unless it has one: whether it did. No log row: a creation
+        # stores what every reader settles on, and changes nothing another host holds.
+        def add_version(id, bytes)
+          write_version(:add, id, bytes)
+        end
+
+        # Deletes the versions of tag ids, with a log row naming each: whether every one was
+        # there.
+        def delete_versions(ids)
+          ids.each { |id| check_tag_id(id) }
+          deleted = @database.run(:delete) do |c|
+            with_expiry(c, @logging) do
+              ids.count do |id| # bound: ids.size statements, in one transaction when logged
+                log(c, Entry.now, tag_id: id) if @logging
+                @database.changed(c, :delete, log_statements.version_delete, [id]) > 0
+              end
+            end
+          end
+          count(:deletes, ids.size)
+          deleted == ids.size
+        end
 
         # Whether changes append to the invalidation log (the invalidation_log: option).
         def invalidation_log?
@@ -70,62 +114,32 @@ module Strata
 
         private
 
-        # Whether key is one of Dependencies' version keys, kept in the versions table. One byte's
-        # look for any other key.
-        def version_key?(key)
-          key.getbyte(0) == 0 && key.bytesize == VERSION_KEY_BYTES && key.start_with?(Dependencies::VERSION_PREFIX) &&
-            HEX.match?(key.byteslice(VERSION_PREFIX_BYTES, 16)) && tag_id(key) <= Dependencies::MASK
+        def check_tag_id(id)
+          return if id.is_a?(Integer) && id >= 0 && id <= Dependencies::MASK
+
+          raise ArgumentError, "a tag id is an Integer from 0 to #{Dependencies::MASK}, got #{id.inspect}"
         end
 
-        def tag_id(key)
-          key.byteslice(VERSION_PREFIX_BYTES, 16).to_i(16)
-        end
-
-        # The 8 bytes of the version under version key key, or nil.
-        def version(key)
-          rows = @database.run(:get) { |c| @database.select(c, :get, log_statements.version_get, [tag_id(key)]) }
-          rows.empty? ? nil : [rows.first.first].pack(VERSION_PACK)
-        end
-
-        # key => bytes for the version keys among keys that have a row.
-        def read_versions(keys)
-          ids = keys.to_h { |key| [tag_id(key), key] }
-          rows = @database.run(:get_multi) do |c|
-            ids.keys.each_slice(Statements::MAX_IN_LIST).flat_map { |slice| @database.select(c, :get_multi, log_statements.versions_in(slice)) }
-          end
-          rows.to_h { |id, version| [ids.fetch(id), [version].pack(VERSION_PACK)] }
-        end
-
-        # set (an upsert, with a log row), add or add_for_fill (insert if absent) of version key
-        # key: whether it stored.
-        def write_version(operation, key, bytes)
-          unless bytes.bytesize == Dependencies::VERSION_BYTES
-            raise ArgumentError, "a version is #{Dependencies::VERSION_BYTES} bytes, got #{bytes.bytesize} for #{key.inspect}"
+        # set (an upsert, with a log row) or add (insert if absent) of tag id's version: whether
+        # it stored.
+        def write_version(operation, id, bytes)
+          check_tag_id(id)
+          unless bytes.is_a?(String) && bytes.bytesize == Dependencies::VERSION_BYTES
+            raise ArgumentError, "a version is #{Dependencies::VERSION_BYTES} bytes, got #{bytes.inspect} for tag id #{id}"
           end
 
-          binds = [tag_id(key), bytes.unpack1(VERSION_PACK)]
-          @database.run(operation) do |c|
+          binds = [id, bytes.unpack1(VERSION_PACK)]
+          stored = @database.run(operation) do |c|
             next @database.changed(c, operation, log_statements.version_add, binds) > 0 unless operation == :set
 
             with_expiry(c, @logging) do
               @database.write(c, operation, log_statements.version_set, binds)
-              log(c, Entry.now, tag_id: binds.first) if @logging
+              log(c, Entry.now, tag_id: id) if @logging
               true
             end
           end
-        end
-
-        # Deletes version key key's row, with a log row: whether there was one.
-        def delete_version(key)
-          id = tag_id(key)
-          deleted = @database.run(:delete) do |c|
-            with_expiry(c, @logging) do
-              log(c, Entry.now, tag_id: id) if @logging
-              @database.changed(c, :delete, log_statements.version_delete, [id]) > 0
-            end
-          end
-          count(:deletes)
-          deleted
+          count(:sets) if stored
+          stored
         end
 
         # Appends a log row on c: of a tag (tag_id), of a key, or of a clear (neither).
