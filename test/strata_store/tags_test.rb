@@ -540,15 +540,16 @@ class StrataStoreTagsTest < Strata::StoreCase
     @stores << cache
     per_entry = 1_000
     entries = (Strata::Entry::MAX_STAMPS / per_entry) + 1
-    entries.times do |i|
-      cache.write("part/#{i}", i, tags: Array.new(per_entry) { |j| "t/#{i}/#{j}" })
-    end
+    tags = Array.new(entries) { |i| Array.new(per_entry) { |j| "t/#{i}/#{j}" } }
+    entries.times { |i| cache.write("part/#{i}", i, tags: tags[i]) }
     computed = 0
     reports = capture_reports do
       2.times do
         value = cache.fetch("whole") do
           computed += 1
-          Array.new(entries) { |i| cache.read("part/#{i}") }.sum
+          # A part read again if the table let it go (it failed once as a read, nil, on a
+          # loaded machine): what is checked is how many stamps its parts hand the whole.
+          Array.new(entries) { |i| cache.fetch("part/#{i}", tags: tags[i]) { i } }.sum
         end
         assert_equal (0...entries).sum, value
       end

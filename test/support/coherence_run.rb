@@ -36,9 +36,11 @@ module Strata
     # memcached's return plus the poller's retry). Those are figures of time, which a loaded
     # machine stretches (a poller thread not scheduled). What the run holds to is the order
     # (docs/coherence.md, "The ordering rule"): out of order is a read that returned an older
-    # version though it began after the change's acknowledgement on the changing host, or, on
-    # another host, after the end of a whole round of that host's poller (it held the
-    # election, settled every key and vouched) that began after the acknowledgement. Each
+    # version though it began after the change's acknowledgement on the changing host (a
+    # change made outside the faults), or after the end of a whole round of the reading host's
+    # poller (it held the election, settled every key and vouched) that began after the
+    # acknowledgement: the bound on other hosts, and on the changing one for a change made
+    # during a fault (memcached missed it; the pollers settle it from the log). Each
     # poller journals its whole rounds to a file per host (RoundJournal). At the end each host
     # waits, at least QUIET seconds, for a whole round of its poller that began after every
     # host's changes ended, and reads every key: any value older than the truth's is stale for
@@ -358,7 +360,7 @@ module Strata
             later = acks.fetch(name, []).select { |newer, _| newer > ver }
             next if later.empty?
 
-            newer, acked = later.find { |_, at| reached(index, name, at, round_lists[index]) < began }
+            newer, acked = later.find { |_, at| reached(index, name, at, round_lists[index], faults) < began }
             if newer
               out_of_order += 1
               examples << {host: index, key: name, read: ver, newer: newer, began_after_ack_ms: ((began - acked) * 1000).round(1)} if examples.size < 3
@@ -381,11 +383,15 @@ module Strata
           errors: failed + journals.map { |j| j[:errors] }.select(&:positive?).map { |n| "#{n} errors raised" })
       end
 
-      # When a change acknowledged at acked reached host index: at once on its owner; elsewhere
-      # at the end of the first whole round of the host's poller that began after it (never,
-      # when none did).
-      def reached(index, name, acked, host_rounds)
-        return acked if owner(Integer(name.delete_prefix("k"))) == index
+      # When a change acknowledged at acked reached host index: at once on its owner, unless
+      # the change was made during a fault or within FAULT_GRACE after it (a delete memcached
+      # missed is settled by the pollers from the log, and the owner's L1 may take the old copy
+      # back from memcached until then); else at the end of the first whole round of the host's
+      # poller that began after it (never, when none did).
+      def reached(index, name, acked, host_rounds, faults)
+        if owner(Integer(name.delete_prefix("k"))) == index && faults.none? { |_, from, to| acked.between?(from, to + FAULT_GRACE) }
+          return acked
+        end
 
         host_rounds.find { |began, _| began > acked }&.last || Float::INFINITY
       end
