@@ -14,6 +14,7 @@ require "strata/transaction_tags"
 require "strata/tag_versions"
 require "active_support/cache/strata_store/codec"
 require "active_support/cache/strata_store/counted_multi_reads"
+require "active_support/cache/strata_store/fetch"
 require "active_support/cache/strata_store/local_cache_middleware"
 require "active_support/cache/strata_store/stamp_reads"
 require "active_support/cache/strata_store/unobserved_reads"
@@ -82,6 +83,7 @@ module ActiveSupport
         true
       end
 
+      include Fetch
       prepend Strategy::LocalCache
       prepend LocalCacheMiddleware unless Strategy::LocalCache.method_defined?(:new_local_cache)
       prepend UnobservedReads
@@ -97,11 +99,9 @@ module ActiveSupport
       # see each other's. read_through, the Strata::ReadThrough of the innermost fetch; multi, the
       # innermost fetch_multi's read-throughs by key (for its write_multi_entries), multi_unread,
       # whether that fetch_multi has yet to read its misses through (its one read_multi_entries),
-      # and multi_event, its cache_read_multi payload meanwhile (see #_instrument); put_back, the
-      # key whose expired entry Rails' fetch is putting back for race_condition_ttl (see
-      # #handle_expired_entry); capture, the Strata::Dependencies::Capture of the innermost fetch
-      # block (#capturing).
-      ExecutionState = Struct.new(:read_through, :multi, :multi_unread, :multi_event, :put_back, :capture)
+      # and multi_event, its cache_read_multi payload meanwhile (see #_instrument); capture, the
+      # Strata::Dependencies::Capture of the innermost fetch block (#capturing).
+      ExecutionState = Struct.new(:read_through, :multi, :multi_unread, :multi_event, :capture)
       INVALIDATE_EVENT = "invalidate.strata"
       INVALIDATE_REPORTED = "strata.invalidate"
       # stamps_for's answer for a computation whose result must not be cached (Capture#spoiled).
@@ -158,10 +158,6 @@ module ActiveSupport
         @read_hits = @counters.sink # count_read_hit, _operation_since: one C call each
         @retries = @engine.retries
         @app_sql = @engine.app_sql
-        # Rails' race_condition_ttl write-backs under way in this store (#handle_expired_entry):
-        # while none is, a write need not look for one in its fiber's ExecutionState.
-        @put_backs = 0
-        @put_backs_lock = Mutex.new
         @listable = @engine.listable?
         # With L1 alone every write lands in the table, whose set and add copy a
         # Strata::Entry::Split into place: a large value is copied once (Codec#dump).
@@ -199,42 +195,6 @@ module ActiveSupport
           state.multi = outer
           throughs.each_value(&:finish)
         end
-      end
-
-      # fetch with a block reads through with single-flight: when the key misses, one caller per
-      # host (through L1) and one across hosts (through a memcached lease) runs the block; the
-      # others wait up to fill_wait for its value, or get a stale one while it refills.
-      #
-      # Counted (Strata::Counters) as a read_hit, or as a fetch_miss and a fill when the block
-      # ran; UnobservedReads counts the fetches it answers itself.
-      def fetch(name, options = nil, &block)
-        return super unless block
-
-        started = Strata::Clock.monotonic_us
-        merged = options ? merged_options(options) : @options
-        key = normalize_key(name, merged)
-        state = capture = nil
-        # The base fetch runs this on a miss, then writes its value: the block's dependencies are
-        # captured from its start until the fetch returns, so that the write takes them
-        # (#stamps_for).
-        counted = proc do |*args|
-          capture = enter_capture(state = execution_state, key, merged[:tags], merged[:as_of])
-          counted_fill { block.call(*args) }
-        end
-        begin
-          value = if merged[:force]
-            super(name, options, &counted)
-          elsif hidden_by_transaction?(merged)
-            super(name, merged.merge(force: true), &counted)
-          else
-            # UnobservedReads may have begun this read-through
-            current_read_through(key) ? super(name, options, &counted) : reading_through(key) { super(name, options, &counted) }
-          end
-        ensure
-          leave_capture(state, capture) if capture
-        end
-        @counters.operation(capture ? Strata::Counters::FETCH_MISS : Strata::Counters::READ_HIT, started)
-        value
       end
 
       # Add amount to the integer under name, atomically across every process sharing the table,
@@ -451,12 +411,15 @@ module ActiveSupport
       end
 
       # Runs the block as the read-through of key (Stack#read_through): its Strata::ReadThrough is
-      # current in this fiber meanwhile (current_read_through), and finished after.
-      # host_probed: the host table was read for key just before, and held nothing live.
+      # current in this fiber meanwhile (current_read_through), and finished after. Inside the
+      # read-through of key already (a fetch of key inside its own block), the block runs in
+      # that one. host_probed: the host table was read for key just before, and held nothing live.
       def reading_through(key, host_probed = false)
+        state = execution_state
+        outer = state.read_through
+        return yield if outer && outer.key == key
+
         @stack.read_through(key, host_probed) do |through|
-          state = execution_state
-          outer = state.read_through
           @stamp_reads.enter
           state.read_through = through
           begin
@@ -466,20 +429,6 @@ module ActiveSupport
             @stamp_reads.leave
           end
         end
-      end
-
-      # cache_fetch_hit carries what the fetch's read-through found out: stale: true when the value
-      # was a stale one served while another caller refills, waited: the seconds it waited on
-      # another caller's host lock or lease (cache_read carries both already: the read-through
-      # writes them into its payload). Rails' fetch emits it inside the read-through (#fetch).
-      def instrument(operation, key, options = nil, &block)
-        through = execution_state.read_through if operation == :fetch_hit
-        return super if through.nil? || !(through.stale || through.waited || through.put_back_served)
-
-        found = {}
-        found[:stale] = true if through.stale || through.put_back_served
-        found[:waited] = through.waited if through.waited
-        super(operation, key, options ? options.merge(found) : found, &block)
       end
 
       # fetch_multi's cache_read_multi payload is where its misses' read-throughs note waited:
@@ -508,7 +457,7 @@ module ActiveSupport
 
       # This fiber's ExecutionState, made on first use.
       def execution_state
-        Thread.current[@state_key] ||= ExecutionState.new(nil, nil, false, nil, nil, nil)
+        Thread.current[@state_key] ||= ExecutionState.new(nil, nil, false, nil, nil)
       end
 
       # The Strata::ReadThrough of the fetch of key running in this fiber, if any.
@@ -533,36 +482,19 @@ module ActiveSupport
       # write_entry's work. local: false for a caller that found no local cache active
       # (UnobservedWrites): the write then skips the LocalCache layer's write_serialized_entry,
       # which would only look for one again.
-      def store_entry(key, entry, options, local)
+      # put_back: entry is an expired one written back for race_condition_ttl (Fetch#expired).
+      def store_entry(key, entry, options, local, put_back = false)
         started = Strata::Clock.monotonic_us
         stamps = stamps_for(key, options[:tags], options[:as_of])
         return withheld(key) unless storable?(key, stamps)
 
         payload = dump_entry(entry, options, stamps, split?(entry, local))
-        Strata::Entry.put_back!(payload) if @put_backs > 0 && execution_state.put_back == key
+        Strata::Entry.put_back!(payload) if put_back
         return write_serialized_entry(key, payload, **options) if local
 
         store_payload(key, payload, options[:unless_exist], write_ttl(options[:expires_in], options[:race_condition_ttl], options[:raw]))
       ensure
         @read_hits._operation_since(Strata::Counters::WRITE, started)
-      end
-
-      # Rails' fetch found entry expired: less than race_condition_ttl ago, it writes entry back
-      # with expires_at pushed that far ahead (readers are served it meanwhile) and recomputes;
-      # else it deletes it. The write back is marked (Strata::Entry.put_back!), so that whoever
-      # is served the copy, through any tier, counts a stale hit (#served_put_back).
-      def handle_expired_entry(entry, key, options)
-        return super unless entry && options[:race_condition_ttl]
-
-        state = execution_state
-        state.put_back = key
-        @put_backs_lock.synchronize { @put_backs += 1 }
-        begin
-          super
-        ensure
-          state.put_back = nil
-          @put_backs_lock.synchronize { @put_backs -= 1 }
-        end
       end
 
       # Whether entry may go to the table as a Strata::Entry::Split (Codec#dump decides on the

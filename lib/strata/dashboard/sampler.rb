@@ -18,7 +18,7 @@ module Strata
     #
     #   Strata::Dashboard::Sampler.start(Rails.cache, every: 10)
     #
-    # Subscribing to those events costs the store its unobserved fast path (UnobservedReads):
+    # Subscribing to those events costs the store its unobserved fast path (Fetch, UnobservedReads):
     # every read then builds its event payload, sampled or not. Keys are kept cut to KEY_BYTES,
     # head and tail (keys that share those bytes count as one). Thread-safe: the lists are updated under a lock,
     # taken only for sampled events. A forked child starts its sample afresh.

@@ -11,7 +11,7 @@ module ActiveSupport
       # a read_hit, each name whose block ran a fetch_miss and a fill. A read_multi's time is
       # its hits' (n calls that took that long, together); a fetch_multi's goes to its misses
       # when it had any (its hits are then counted, not timed). One-key reads are counted by
-      # #fetch and UnobservedReads; writes and deletes where entries are written and deleted.
+      # Fetch and UnobservedReads; writes and deletes where entries are written and deleted.
       module CountedMultiReads
         def read_multi(*names)
           started = Strata::Clock.monotonic_us

@@ -30,9 +30,9 @@ module ActiveSupport
         private
 
         # The base #write's Entry and #write_entry, without its cache_write payload: key is name
-        # normalized with options, which are merged. (UnobservedReads' cold fetch writes its
-        # block's value this way too; WriteOptions lets a block change the version and expiry,
-        # not the namespace.)
+        # normalized with options, which are merged. (Fetch#generate writes its block's value
+        # this way too; WriteOptions lets a block change the version and expiry, not the
+        # namespace.)
         def write_unobserved(name, key, value, options)
           entry = Entry.new(value, version: normalize_version(name, options), expires_in: options[:expires_in])
           store_entry(key, entry, options, false) # write_entry's, past the LocalCache layer: none is active

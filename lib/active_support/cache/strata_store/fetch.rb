@@ -1,0 +1,197 @@
+# frozen_string_literal: true
+
+require "active_support/cache"
+require "active_support/notifications"
+require "strata/clock"
+require "strata/counters"
+
+module ActiveSupport
+  module Cache
+    class StrataStore < Store
+      # The one fetch: Store#fetch's contract (force, skip_nil, version, race_condition_ttl,
+      # WriteOptions, the cache_read, cache_fetch_hit, cache_generate and cache_write events),
+      # built here rather than on the base fetch, so that one path serves a fetch whether or not
+      # anyone listens. In order:
+      #
+      # 1. The probe. When nobody listens and no local cache is active, the host table alone is
+      #    read (Stack#get_host_plain): a live value there is the answer, counted and not timed.
+      # 2. The read-through (Stack#read_through; one per key and fiber, the ReadThrough current
+      #    while it runs), whose first read every later read of the key in this fiber is served:
+      #    single-flight, so that when the key misses, one caller per host (through L1's host
+      #    lock) and one across hosts (through a memcached lease) runs the block, and the others
+      #    wait up to fill_wait for its value, or get a stale one while it refills. A live entry
+      #    is a hit (cache_fetch_hit carries the read-through's stale: and waited:). An expired one is put back for
+      #    race_condition_ttl, or deleted; either way, and for a missing or mismatched entry, a
+      #    miss.
+      # 3. The block, on a miss, inside its capture (its tags' stamps and those of what it reads,
+      #    Dependencies::Capture) until its value is written: a fill (Strata::Counters).
+      #
+      # Events are made only when someone listens (a subscriber or a debug logger): their
+      # payloads, as Rails builds them, cost more than an L1 hit.
+      module Fetch
+        FETCH_HIT_EVENT = "cache_fetch_hit.active_support"
+        GENERATE_EVENT = "cache_generate.active_support"
+        # What the read-through of a fetch found when no tier holds the key.
+        ABSENT = Object.new.freeze
+        # Active Support 7.1 names the key of cache_read and cache_generate as the caller gave
+        # it; from 7.2 on, normalized.
+        NAMED_EVENTS = ActiveSupport.gem_version < Gem::Version.new("7.2")
+
+        def fetch(name, options = nil, &block)
+          unless block
+            raise ArgumentError, "Missing block: Calling `Cache#fetch` with `force: true` requires a block." if options && options[:force]
+
+            return read(name, options)
+          end
+
+          # A hit reads nothing of tags: (the entry carries its stamps), so a fetch given only
+          # tags probes with the store's own options, and merges the given ones when it misses:
+          # the merge (two Hash copies and the alias scan) cost a tagged hit more than its stamps.
+          merged = merged_options(options) if options && !(options.size == 1 && options[:tags])
+          probe = merged || @options
+          # nil: no transaction has tags pending, which a stamped hit then need not ask again.
+          hidden = hidden_by_transaction?(merged || options || probe)
+          key = normalize_key(name, probe)
+          # The same for the merged options: a version or namespace given makes probe those.
+          version = normalize_version(name, probe)
+          watched = observed?(FETCH_HIT_EVENT)
+          local = local_cache
+          unless watched || local || hidden || probe[:force]
+            value = host_hit(key, probe, version, hidden.nil?)
+            unless Codec::MISS.equal?(value)
+              # Counted, not timed: timing it would add two clock reads to every hit.
+              @read_hits.count_read_hit
+              return value
+            end
+            probed = true
+          end
+          started = Strata::Clock.monotonic_us
+          options = merged || (options ? merged_options(options) : @options)
+          return generate(name, key, options, started, watched, local, &block) if hidden || options[:force]
+
+          reading_through(key, probed) { fetch_through(name, key, options, version, watched, local, started, &block) }
+        end
+
+        private
+
+        # Steps 2 and 3 of #fetch, the read-through of key current. watched: someone listens to
+        # cache_read or cache_fetch_hit (or a debug logger); local: the active local cache.
+        def fetch_through(name, key, options, version, watched, local, started, &block)
+          unless watched
+            value = through_hit(key, options, version, local)
+            return generate(name, key, options, started, watched, local, &block) if ABSENT.equal?(value)
+            return counted_hit(value, started) unless Codec::MISS.equal?(value)
+          end
+          entry = fetched_entry(name, key, options, version, watched)
+          entry ? fetch_hit(name, options, entry, watched, started) : generate(name, key, options, started, watched, local, &block)
+        end
+
+        # The live value the read-through of key finds; ABSENT when no tier holds key, Codec::MISS
+        # when what it found is not live (or could not be read: #fetched_entry reads it again,
+        # from the read-through, and reports the failure).
+        def through_hit(key, options, version, local)
+          # local: the active local cache, nil when there is none (then read_bytes would only
+          # look again).
+          bytes = local ? read_bytes(key, nil) : stack_read(key, nil)
+          bytes ? @codec.live_value(bytes, options[:raw], version) : ABSENT
+        rescue Strata::Error
+          Codec::MISS
+        end
+
+        # The live entry under key, of version, or nil; within cache_read when watched.
+        def fetched_entry(name, key, options, version, watched)
+          return live_entry(key, options, version, nil) unless watched
+
+          entry = nil
+          instrument(:read, NAMED_EVENTS ? name : key, options) do |payload|
+            entry = live_entry(key, options, version, payload)
+            payload[:super_operation] = :fetch
+            payload[:hit] = !entry.nil?
+          end
+          entry
+        end
+
+        # What the read-through holds under key when live and of version, else nil; an expired
+        # entry is put back or deleted (#expired). event: the cache_read payload, or nil.
+        def live_entry(key, options, version, event)
+          entry = read_entry(key, **options, event: event)
+          return nil unless entry
+          return expired(entry, key, options) if entry.expired?
+          return nil if entry.mismatched?(version)
+
+          entry.value # a value that no longer loads is a miss, as in Rails
+          entry
+        rescue DeserializationError
+          nil
+        end
+
+        # An expired entry: less than race_condition_ttl ago, it is written back with expires_at
+        # pushed that far ahead (readers are served it meanwhile, while this caller computes)
+        # and marked (Strata::Entry.put_back!), so that whoever is served the copy, through any
+        # tier, counts a stale hit (#served_put_back); else it is deleted. nil: a miss either way.
+        def expired(entry, key, options)
+          race_ttl = options[:race_condition_ttl].to_i
+          if race_ttl > 0 && Time.now.to_f - entry.expires_at <= race_ttl
+            entry.expires_at = Time.now.to_f + race_ttl
+            store_entry(key, entry, options.merge(expires_in: race_ttl * 2), true, true)
+          else
+            delete_entry(key, **options)
+          end
+          nil
+        end
+
+        # A hit's value, cache_fetch_hit made when watched: with stale: true when the value was
+        # a stale one served while another caller refills (or put back for race_condition_ttl),
+        # and waited: the seconds the read-through waited on another caller's host lock or lease.
+        def fetch_hit(name, options, entry, watched, started)
+          if watched
+            through = execution_state.read_through
+            if through && (through.stale || through.waited || through.put_back_served)
+              found = {}
+              found[:stale] = true if through.stale || through.put_back_served
+              found[:waited] = through.waited if through.waited
+              options = options.merge(found)
+            end
+            instrument(:fetch_hit, name, options)
+          end
+          counted_hit(entry.value, started)
+        end
+
+        # value, a hit counted and timed.
+        def counted_hit(value, started)
+          @counters.operation(Strata::Counters::READ_HIT, started)
+          value
+        end
+
+        # The block's value on a miss (or with force), written unless it is nil and skip_nil is
+        # given; within cache_generate when someone listens. The block runs inside its capture
+        # until the write has taken its stamps (#stamps_for); its run is a fill, and the fetch a
+        # fetch_miss (Strata::Counters), timed from started.
+        def generate(name, key, options, started, watched, local)
+          state = execution_state
+          capture = enter_capture(state, key, options[:tags], options[:as_of])
+          begin
+            written = options.dup # the block may change them through WriteOptions
+            value = if watched || ActiveSupport::Notifications.notifier.listening?(GENERATE_EVENT)
+              instrument(:generate, NAMED_EVENTS ? name : key, written) { counted_fill { yield(name, WriteOptions.new(written)) } }
+            else
+              counted_fill { yield(name, WriteOptions.new(written)) }
+            end
+            unless value.nil? && written[:skip_nil]
+              # WriteOptions changes version, expires_in and expires_at only; merged again, an
+              # expires_at becomes an expires_in and a negative one is reported (compared by the
+              # fields, not with Hash#==, which every cold fetch would pay).
+              written = merged_options(written) unless written[:expires_in].equal?(options[:expires_in]) && !written.key?(:expires_at)
+              # UnobservedWrites: the key is normalized already; the block may have subscribed.
+              (local || write_observed?) ? write(name, value, written) : write_unobserved(name, key, value, written)
+            end
+          ensure
+            leave_capture(state, capture)
+          end
+          @counters.operation(Strata::Counters::FETCH_MISS, started)
+          value
+        end
+      end
+    end
+  end
+end
