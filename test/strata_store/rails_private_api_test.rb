@@ -28,6 +28,7 @@ class StrataStoreRailsPrivateApiTest < Minitest::Test
     expanded_key: [%i[req key]],
     key_matcher: [%i[req pattern], %i[req options]],
     instrument: [%i[req operation], %i[req key], %i[opt options], %i[block block]],
+    instrument_multi: [%i[req operation], %i[req keys], %i[opt options], %i[block block]],
     _instrument: [%i[req operation], %i[key multi], %i[key options], %i[keyrest payload], %i[block block]]
   }.freeze
 
@@ -80,8 +81,8 @@ class StrataStoreRailsPrivateApiTest < Minitest::Test
 
   # The lists above are the whole of it: every private method of Store or of the local cache
   # strategy that StrataStore or a module of its own overrides is listed, so its shape is
-  # checked. (Its fetch is its own, Fetch: Store#fetch and the helpers it is built from are
-  # neither called nor overridden.)
+  # checked. (Its fetch and fetch_multi are its own, Fetch: Store#fetch and the helpers it is
+  # built from are neither called nor overridden.)
   def test_every_private_method_strata_overrides_is_listed
     own = ActiveSupport::Cache::StrataStore.ancestors.take_while { |mod| mod != STORE } - [LOCAL_CACHE]
     overridden = own.flat_map { |mod| mod.private_instance_methods(false) } & (STORE.private_instance_methods + LOCAL_CACHE.private_instance_methods)

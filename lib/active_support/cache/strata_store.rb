@@ -98,10 +98,9 @@ module ActiveSupport
       # one fiber-local slot of its own (Thread#[]; #execution_state), so that two stores never
       # see each other's. read_through, the Strata::ReadThrough of the innermost fetch; multi, the
       # innermost fetch_multi's read-throughs by key (for its write_multi_entries), multi_unread,
-      # whether that fetch_multi has yet to read its misses through (its one read_multi_entries),
-      # and multi_event, its cache_read_multi payload meanwhile (see #_instrument); capture, the
-      # Strata::Dependencies::Capture of the innermost fetch block (#capturing).
-      ExecutionState = Struct.new(:read_through, :multi, :multi_unread, :multi_event, :capture)
+      # whether that fetch_multi has yet to read its misses through (its one read_multi_entries);
+      # capture, the Strata::Dependencies::Capture of the innermost fetch block (#capturing).
+      ExecutionState = Struct.new(:read_through, :multi, :multi_unread, :capture)
       INVALIDATE_EVENT = "invalidate.strata"
       INVALIDATE_REPORTED = "strata.invalidate"
       # stamps_for's answer for a computation whose result must not be cached (Capture#spoiled).
@@ -162,39 +161,6 @@ module ActiveSupport
         # With L1 alone every write lands in the table, whose set and add copy a
         # Strata::Entry::Split into place: a large value is copied once (Codec#dump).
         @split_writes = @stack.tier_names == [:l1]
-      end
-
-      # ActiveSupport's fetch_multi (one cache_read_multi event with super_operation: :fetch_multi,
-      # the block for each miss, then one write_multi of what it computed), with single-flight for
-      # the misses: each name no tier holds is read through as #fetch would (read_multi_entries),
-      # in key order, so two fetch_multis of the same names take their host locks in one order.
-      # A value another caller filled meanwhile counts as a hit; this caller computes the rest and
-      # holds their read-throughs until write_multi_entries has written them (ReadThrough#finish
-      # after).
-      def fetch_multi(*names, &block)
-        raise ArgumentError, "Missing block: `Cache#fetch_multi` requires a block." unless block
-
-        options = names.extract_options!
-        merged = merged_options(options)
-        return super(*names, options, &block) if names.empty? || merged[:force]
-
-        keys = names.map { |name| normalize_key(name, merged) }
-        if hidden_by_transaction?(merged)
-          return capturing(keys, merged[:tags], merged[:as_of]) { super(*names, options.merge(force: true), &block) }
-        end
-
-        throughs = {}
-        state = execution_state
-        outer = state.multi
-        state.multi = throughs
-        state.multi_unread = true
-        begin
-          capturing(keys, merged[:tags], merged[:as_of]) { super(*names, options, &block) }
-        ensure
-          state.multi_unread = false
-          state.multi = outer
-          throughs.each_value(&:finish)
-        end
       end
 
       # Add amount to the integer under name, atomically across every process sharing the table,
@@ -431,20 +397,6 @@ module ActiveSupport
         end
       end
 
-      # fetch_multi's cache_read_multi payload is where its misses' read-throughs note waited:
-      # and stale: (as a fetch's read does in cache_read), but Rails' fetch_multi does not hand
-      # it to read_multi_entries: it is kept in the fiber's ExecutionState while the event runs.
-      def _instrument(operation, multi: false, options: nil, **payload, &block)
-        return super unless multi && operation == :read_multi && block && (state = execution_state).multi_unread
-
-        super do |event|
-          state.multi_event = event
-          block.call(event)
-        ensure
-          state.multi_event = nil
-        end
-      end
-
       # The block's value; its run counted as a fill (Strata::Counters), with its time.
       def counted_fill
         started = Strata::Clock.monotonic_us
@@ -457,7 +409,7 @@ module ActiveSupport
 
       # This fiber's ExecutionState, made on first use.
       def execution_state
-        Thread.current[@state_key] ||= ExecutionState.new(nil, nil, false, nil, nil)
+        Thread.current[@state_key] ||= ExecutionState.new(nil, nil, false, nil)
       end
 
       # The Strata::ReadThrough of the fetch of key running in this fiber, if any.
@@ -768,7 +720,7 @@ module ActiveSupport
         found = @stack.get_multi(keys_to_names.keys, event)
         if state.multi_unread
           state.multi_unread = false # only fetch_multi's own read reads through
-          read_through_misses(keys_to_names.keys - found.keys, found, state.multi, event || state.multi_event)
+          read_through_misses(keys_to_names.keys - found.keys, found, state.multi, event)
         end
         live_values(keys_to_names, found, options, none_pending)
       end

@@ -8,10 +8,10 @@ require "strata/counters"
 module ActiveSupport
   module Cache
     class StrataStore < Store
-      # The one fetch: Store#fetch's contract (force, skip_nil, version, race_condition_ttl,
-      # WriteOptions, the cache_read, cache_fetch_hit, cache_generate and cache_write events),
-      # built here rather than on the base fetch, so that one path serves a fetch whether or not
-      # anyone listens. In order:
+      # The one fetch (and fetch_multi, below): Store#fetch's contract (force, skip_nil, version,
+      # race_condition_ttl, WriteOptions, the cache_read, cache_fetch_hit, cache_generate and
+      # cache_write events), built here rather than on the base fetch, so that one path serves a
+      # fetch whether or not anyone listens. In order:
       #
       # 1. The probe. When nobody listens and no local cache is active, the host table alone is
       #    read (Stack#get_host_plain): a live value there is the answer, counted and not timed.
@@ -36,6 +36,10 @@ module ActiveSupport
         # Active Support 7.1 names the key of cache_read and cache_generate as the caller gave
         # it; from 7.2 on, normalized.
         NAMED_EVENTS = ActiveSupport.gem_version < Gem::Version.new("7.2")
+        # fetch_multi's cache_read_multi names its keys and hits as given before 8.0, normalized
+        # from 8.0 on; before 7.2 its write_multi runs inside it.
+        NAMED_MULTI_EVENTS = ActiveSupport.gem_version < Gem::Version.new("8.0")
+        WRITES_INSIDE_READ_MULTI = NAMED_EVENTS
 
         def fetch(name, options = nil, &block)
           unless block
@@ -70,6 +74,48 @@ module ActiveSupport
           return generate(name, key, options, started, watched, local, &block) if hidden || options[:force]
 
           reading_through(key, probed) { fetch_through(name, key, options, version, watched, local, started, &block) }
+        end
+
+        # Store#fetch_multi's contract (one cache_read_multi event with super_operation:
+        # :fetch_multi and the hits, the block for each miss in the order given, skip_nil, then
+        # one write_multi of what it computed), with single-flight for the misses: each name no
+        # tier holds is read through as #fetch would (read_multi_entries, the fiber's
+        # ExecutionState#multi_unread), in key order, so two fetch_multis of the same names take
+        # their host locks in one order. A value another caller filled meanwhile counts as a hit;
+        # this caller computes the rest, inside one capture for them all, and holds their
+        # read-throughs until write_multi_entries has written them (ReadThrough#finish after).
+        def fetch_multi(*names)
+          raise ArgumentError, "Missing block: `Cache#fetch_multi` requires a block." unless block_given?
+          return {} if names.empty?
+
+          options = merged_options(names.extract_options!)
+          keys = names.map { |name| normalize_key(name, options) }
+          # Hidden by a transaction's pending tags: computed and not cached (#storable?).
+          read = !(options[:force] || hidden_by_transaction?(options))
+          state = execution_state
+          outer = state.multi
+          state.multi = throughs = {}
+          state.multi_unread = read
+          begin
+            capturing(keys, options[:tags], options[:as_of]) do
+              writes = {}
+              ordered = instrument_multi(:read_multi, NAMED_MULTI_EVENTS ? names : keys, options) do |payload|
+                reads = read ? read_multi_entries(names, **options, event: payload) : {}
+                ordered = names.index_with { |name| reads.fetch(name) { writes[name] = yield(name) } }
+                writes.compact! if options[:skip_nil]
+                payload[:hits] = NAMED_MULTI_EVENTS ? reads.keys : reads.keys.map { |name| normalize_key(name, options) }
+                payload[:super_operation] = :fetch_multi
+                write_multi(writes, options) if WRITES_INSIDE_READ_MULTI
+                ordered
+              end
+              write_multi(writes, options) unless WRITES_INSIDE_READ_MULTI
+              ordered
+            end
+          ensure
+            state.multi_unread = false
+            state.multi = outer
+            throughs.each_value(&:finish)
+          end
         end
 
         private
@@ -178,12 +224,17 @@ module ActiveSupport
               counted_fill { yield(name, WriteOptions.new(written)) }
             end
             unless value.nil? && written[:skip_nil]
-              # WriteOptions changes version, expires_in and expires_at only; merged again, an
-              # expires_at becomes an expires_in and a negative one is reported (compared by the
-              # fields, not with Hash#==, which every cold fetch would pay).
-              written = merged_options(written) unless written[:expires_in].equal?(options[:expires_in]) && !written.key?(:expires_at)
-              # UnobservedWrites: the key is normalized already; the block may have subscribed.
-              (local || write_observed?) ? write(name, value, written) : write_unobserved(name, key, value, written)
+              # The block may have subscribed. Watched, write gets the options as the block left
+              # them, as from the base fetch.
+              if local || write_observed?
+                write(name, value, written)
+              else
+                # WriteOptions changes version, expires_in and expires_at only; merged again, an
+                # expires_at becomes an expires_in and a negative one is reported (compared by
+                # the fields, not with Hash#==, which every cold fetch would pay).
+                written = merged_options(written) unless written[:expires_in].equal?(options[:expires_in]) && !written.key?(:expires_at)
+                write_unobserved(name, key, value, written) # UnobservedWrites: key is normalized
+              end
             end
           ensure
             leave_capture(state, capture)
