@@ -29,12 +29,12 @@ module Strata
     #   L1 is there when l1 is given, or when neither of the others is; its path defaults to
     #   SharedMemory.default_path(SharedMemory.default_name(namespace)).
     # fill_wait, coherence_interval: the Stack's. poll_interval, poll_listen: the Poller's
-    #   interval and listen. on_stamps, undurable: the Stack's, from the adapter.
+    #   interval and listen.
     # on_report: called as on_report.call(error, tier, held) for each failure told (held: the
     #   failures of its kind held back since it was last told); nil counts them only.
     def initialize(l1: nil, memcached: nil, sql: nil, namespace: nil, fill_wait: Stack::DEFAULT_FILL_WAIT,
       coherence_interval: Dependencies::DEFAULT_COHERENCE_INTERVAL, poll_interval: Poller::DEFAULT_INTERVAL,
-      poll_listen: true, on_stamps: nil, undurable: nil, on_report: nil)
+      poll_listen: true, on_report: nil)
       @failures = FailureReports.new
       @on_report = on_report
       on_error = method(:report_failure)
@@ -42,7 +42,7 @@ module Strata
       @counters = Counters.new(tiers[:l1]) # the host's, in L1's file; without L1 this process's
       polled = Poller.polls?(tiers.values)
       @stack = Stack.new(tiers, on_error: on_error, fill_wait: fill_wait, coherence_interval: coherence_interval, polled: polled,
-        on_stamps: on_stamps, counters: @counters, host_ttl: host_ttl(tiers, coherence_interval, polled), undurable: undurable)
+        counters: @counters, host_ttl: host_ttl(tiers, coherence_interval, polled), undurable: method(:undurable))
       @retries = Retries.new(@stack, on_error: on_error)
       @app_sql = tiers[:l3] if tiers.size > 1 && tiers[:l3]&.app_connections?
       @poller = Poller.start(@stack, on_error: on_error, interval: poll_interval, listen: poll_listen)
@@ -78,6 +78,12 @@ module Strata
     end
 
     private
+
+    # The stack's undurable: keys whose write or delete the SQL tier missed, deleted there once
+    # it answers (Retries).
+    def undurable(keys)
+      @retries.add_keys(keys)
+    end
 
     # Top first. With no tier option given, l1's missing size is the error to report.
     # An L1 file or directory that is not safely this user's (another local user made it

@@ -1,5 +1,7 @@
 # frozen_string_literal: true
 
+require "strata/entry"
+
 module Strata
   # One caller's read-through of one key (docs/architecture.md, "The way a fetch goes"): the
   # object the caller reads key through, writes what it computed through, and ends. (The fill is
@@ -38,10 +40,6 @@ module Strata
     # True when this caller computes without the lease another caller holds (it waited too long):
     # its value goes back to its own caller only, never into a tier.
     attr_accessor :unleased
-    # The stamps (Entry.stamp_words) of the stamped entry the read-through found current, if any:
-    # what a rewrite of that entry (Rails' race_condition_ttl) carries, rather than the versions
-    # current when it is written, which may postdate the read.
-    attr_accessor :read_stamps
     # True when the caller read the host tier for key just before (Stack#get_host): the
     # read-through goes straight to the host single-flight, which reads it again under the lock.
     attr_reader :host_read
@@ -64,7 +62,6 @@ module Strata
       @found = nil
       @rewritten = false
       @tombstones = nil
-      @read_stamps = nil
     end
 
     # The entry bytes under key, or nil: this caller should compute the value and #set it. When
@@ -73,12 +70,21 @@ module Strata
     # is a stale one served while another caller refills, and info[:waited] to the seconds the
     # read waited on another caller's host lock or lease, when it waited.
     def get(info = nil)
-      return @owner.get(@key, info) if @rewritten || @flight.nil?
+      return @owner.get(@key, info) if @rewritten
+      return @found = @owner.get(@key, info) if @flight.nil? # no single-flight: every read reads
       return @found if @read
 
       @found = @flight.read(self, info)
       @read = true
       @found
+    end
+
+    # The stamps (Entry.stamp_words) of the entry the read found (the last read, without
+    # single-flight), current then, or nil:
+    # what a rewrite of that entry (the fetch putting it back for race_condition_ttl) carries,
+    # rather than the versions current when it is written, which may postdate the read.
+    def read_stamps
+      (@found && Entry.stamped?(@found)) ? Entry.stamp_words(@found) : nil
     end
 
     # Stores bytes under key: the fill (SingleFlight#write; false when it was dropped) when the

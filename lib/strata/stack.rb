@@ -29,8 +29,9 @@ module Strata
   # Dependency stamps (Strata::Dependencies, docs/coherence.md): an entry with stamps that are
   # not all current is a miss wherever it is read (get, get_host, get_multi, read-through), and
   # its copy in the tier that held it is deleted (it can never be valid again), so a fill can
-  # take its place. A current one is handed to on_stamps, so the adapter can add its stamps to
-  # the entry being computed around the read. An untagged entry costs one byte's look.
+  # take its place. A current one is returned as it is: its stamps are in its bytes
+  # (Entry.stamp_words), for the adapter to add to the entry being computed around the read.
+  # An untagged entry costs one byte's look.
   #
   # Thread and process safety are the tiers': the stack keeps no state that changes after new.
   class Stack
@@ -47,8 +48,6 @@ module Strata
     # fill_wait: seconds a read-through waits for another caller's fill (0: no single-flight).
     # coherence_interval: seconds the host tier keeps a tag version read from below (Dependencies).
     # polled: whether a poller keeps the host tier's copies of tag versions current (Dependencies).
-    # on_stamps: called as on_stamps.call(key, bytes) with each current stamped entry read
-    #   (Entry.stamp_words(bytes) gives its stamps; left to the callee, which mostly needs none).
     # host_ttl: seconds (> 0) the host tier keeps an entry at most, whatever its TTL; nil: no
     #   cap. With a tier shared by hosts below it (memcached) and nothing else to tell this host
     #   of their writes (no poller), another host's write or delete of a key then reaches this
@@ -61,7 +60,7 @@ module Strata
     #   too, and the call is false; the caller deletes the keys there once it answers
     #   (#redelete, Strata::Retries). nil: nobody.
     def initialize(tiers, on_error: nil, fill_wait: DEFAULT_FILL_WAIT,
-      coherence_interval: Dependencies::DEFAULT_COHERENCE_INTERVAL, polled: false, on_stamps: nil, host_ttl: nil,
+      coherence_interval: Dependencies::DEFAULT_COHERENCE_INTERVAL, polled: false, host_ttl: nil,
       counters: nil, undurable: nil)
       raise ArgumentError, "fill_wait must be a number of seconds >= 0" unless fill_wait.is_a?(Numeric) && fill_wait >= 0
 
@@ -85,7 +84,6 @@ module Strata
       @undurable = undurable
       # The bottom tier's index when it keeps tombstones (the durable tier), else nil.
       @durable = (@tiers.size - 1) if @tiers.last.capabilities[:tombstones]
-      @on_stamps = on_stamps
       @dependencies = Dependencies.new(@list, coherence_interval: coherence_interval, polled: polled)
       if host_ttl && !(host_ttl.is_a?(Numeric) && host_ttl > 0)
         raise ArgumentError, "host_ttl must be nil or a number of seconds > 0, got #{host_ttl.inspect}"
@@ -156,19 +154,17 @@ module Strata
       return nil unless @host_index == 0
 
       bytes = @tiers[0].get_current(key)
-      if bytes
-        @on_stamps&.call(key, bytes) if Entry.stamped?(bytes)
-        return bytes
-      end
+      return bytes if bytes
       return nil if bytes.nil?
 
       host_settled(key)
     end
 
-    # #get_host for a reader that takes an entry holding a bare String as its value, and has
-    # nothing for on_stamps to hear (the caller's word): the value String of such an entry,
-    # current, read and checked in one call of the host tier (Tier#get_current_plain); [bytes]
-    # for any other bytes #get_host would return; nil for what it returns nil for.
+    # #get_host for a reader that takes an entry holding a bare String as its value, and wants
+    # no entry's stamps (the caller's word: no computation of its is under way): the value
+    # String of such an entry, current, read and checked in one call of the host tier
+    # (Tier#get_current_plain); [bytes] for any other bytes #get_host would return; nil for
+    # what it returns nil for.
     def get_host_plain(key)
       return nil unless @host_index == 0
 
@@ -226,7 +222,7 @@ module Strata
     end
 
     # The host tier's read of a page of named keys for a reader that takes an entry holding a
-    # bare String as its value, and has nothing for on_stamps to hear (the caller's word):
+    # bare String as its value, and wants no entry's stamps (the caller's word):
     # Tier#get_plain_named's [values, held, rest] (each name's key prefix + name), in one call of
     # the tier, stamps checked there. nil when the host tier is not the top one or the call
     # failed: the caller then reads every key through #get_multi (which reports a failure).
@@ -501,14 +497,12 @@ module Strata
       (bytes && Entry.stamped?(bytes)) ? current(key, bytes, 0) : bytes
     end
 
-    # Stamped entry bytes read at tier index: bytes when every stamp is current (on_stamps is
-    # told them), else nil, and the tier's copy is deleted: it can never be current again, and
-    # a fill can then take its place. Malformed bytes are left to the reader, which reports them.
+    # Stamped entry bytes read at tier index: bytes when every stamp is current, else nil, and
+    # the tier's copy is deleted: it can never be current again, and a fill can then take its
+    # place. Malformed bytes are left to the reader, which reports them.
     def current(key, bytes, index)
-      if @dependencies.current?(bytes)
-        @on_stamps&.call(key, bytes)
-        return bytes
-      end
+      return bytes if @dependencies.current?(bytes)
+
       @list.drop(key, index)
       nil
     rescue CorruptError

@@ -150,7 +150,7 @@ module ActiveSupport
         @state_key = :"__strata_store_#{object_id}"
         @stamp_reads = StampReads.new(@state_key)
         @engine = Strata::Engine.new(l1: l1, memcached: memcached, sql: sql, namespace: @options[:namespace], fill_wait: fill_wait,
-          coherence_interval: coherence_interval, **polling, on_stamps: @stamp_reads, undurable: method(:undurable),
+          coherence_interval: coherence_interval, **polling,
           on_report: method(:told_failure))
         @stack = @engine.stack
         @counters = @engine.counters
@@ -346,21 +346,20 @@ module ActiveSupport
 
       # The stored bytes for key, through the local cache when one is active (with none active the
       # LocalCache layer would only pass the call down), read through when a fetch of key is.
-      # A local cache serves the bytes it holds without the stack, whose on_stamps then says
-      # nothing: their stamps are added here (see #served_locally).
+      # A local cache serves the bytes it holds without the stack: their stamps are noted here
+      # (it checks none: invalidate_tags clears it instead). Bytes the stack served are noted
+      # twice, which adds nothing.
       def read_bytes(key, event)
         return stack_read(key, event) unless local_cache
 
-        served_locally(read_serialized_entry(key, event: event))
+        noted(key, read_serialized_entry(key, event: event))
       end
 
-      # bytes; when they are stamped, the computation under way depends on them. For entries a
-      # local cache serves (it checks no stamps: invalidate_tags clears it instead). Entries the
-      # stack served are told twice, which adds nothing.
-      def served_locally(bytes)
-        if bytes && Strata::Entry.stamped?(bytes) && (capture = Thread.current[@state_key]&.capture)
-          capture.add(Strata::Entry.stamp_words(bytes))
-        end
+      # bytes, read under key (nil: not known); when they are a stamped entry, the computation
+      # under way in this fiber depends on them too (StampReads#call). Every read of the stack whose bytes the
+      # store uses passes them here.
+      def noted(key, bytes)
+        @stamp_reads.call(key, bytes) if bytes && !@stamp_reads.idle? && Strata::Entry.stamped?(bytes)
         bytes
       end
 
@@ -373,7 +372,7 @@ module ActiveSupport
       # (Strata::ReadThrough#get: its first answer, until this fiber wrote or deleted key itself).
       def stack_read(key, event)
         through = current_read_through(key)
-        through ? through.get(event) : @stack.get(key, event)
+        noted(key, through ? through.get(event) : @stack.get(key, event))
       end
 
       # Runs the block as the read-through of key (Stack#read_through): its Strata::ReadThrough is
@@ -386,13 +385,11 @@ module ActiveSupport
         return yield if outer && outer.key == key
 
         @stack.read_through(key, host_probed) do |through|
-          @stamp_reads.enter
           state.read_through = through
           begin
             yield
           ensure
             state.read_through = outer
-            @stamp_reads.leave
           end
         end
       end
@@ -494,7 +491,7 @@ module ActiveSupport
 
       # Runs the block as the computation of the entries under keys (one key, or an Array): the versions of tags are
       # read first (before the block, so an invalidation during it makes the entry miss), and the
-      # stamps of what the block reads are added (Stack's on_stamps, StampReads). What it
+      # stamps of what the block reads are added (#noted, StampReads). What it
       # depended on is added to the computation around it, if any, when it is done.
       # as_of: a Strata::TagVersions read earlier (#tag_versions), whose versions stamp the entries
       # instead of those read now.
@@ -656,12 +653,6 @@ module ActiveSupport
         Strata::TransactionTags.retract_on_rollback(connection, self, keys) if connection
       end
 
-      # The stack's undurable: keys whose write or delete the SQL tier missed, deleted there once
-      # it answers (Strata::Retries).
-      def undurable(keys)
-        @retries.add_keys(keys)
-      end
-
       # What writes and deletes of keys left in the tiers above SQL, whose transaction rolled
       # back (see #joined).
       def retract(keys)
@@ -718,6 +709,7 @@ module ActiveSupport
 
         keys_to_names = normalized_keys(names, options, namespace)
         found = @stack.get_multi(keys_to_names.keys, event)
+        found.each { |key, bytes| noted(key, bytes) } unless @stamp_reads.idle?
         if state.multi_unread
           state.multi_unread = false # only fetch_multi's own read reads through
           read_through_misses(keys_to_names.keys - found.keys, found, state.multi, event)
@@ -799,7 +791,7 @@ module ActiveSupport
       def read_through_misses(keys, found, throughs, event)
         keys.sort.each do |key|
           through = throughs[key] ||= @stack.read_through(key, true)
-          bytes = through.get(event)
+          bytes = noted(key, through.get(event))
           found[key] = bytes if bytes
         end
       end
@@ -860,10 +852,10 @@ module ActiveSupport
       end
 
       # Only the LocalCache layer calls this, for the entries it serves to read_multi and
-      # fetch_multi: their stamps count (#served_locally; a fetch_multi's own local hits count for
-      # the entries it computes, a false positive at worst).
+      # fetch_multi: their stamps count (#noted, with no key: a fetch_multi's own local hits count
+      # for the entries it computes, a false positive at worst).
       def deserialize_entry(payload, raw: false, **)
-        payload && failsafe(nil) { @codec.load(served_locally(payload), raw) }
+        payload && failsafe(nil) { @codec.load(noted(nil, payload), raw) }
       end
 
       # Keys are bytes for the tiers: no escaping, and the namespace is read without merging the

@@ -6,19 +6,17 @@ require "strata/entry"
 module ActiveSupport
   module Cache
     class StrataStore < Store
-      # The stack's on_stamps (Strata::Stack): a current stamped entry (bytes) was read under key.
-      # The computation under way in this fiber, if any, depends on its stamps too, and the
-      # read-through of key keeps them (ReadThrough#read_stamps). A read of one of the computation's own
-      # keys (fetch_multi's hits) is not its dependency, but the computation around it, if any,
-      # used the value.
+      # What the store does with a current stamped entry (bytes) it read under key (#noted): the
+      # computation under way in this fiber, if any, depends on its stamps too. A read of one of
+      # the computation's own keys (fetch_multi's hits) is not its dependency, but the
+      # computation around it, if any, used the value.
       #
-      # Every tagged hit comes here, mostly outside any fetch block. So the store counts the
-      # computations and read-throughs running in this process (#enter, #leave): while there are
-      # none, a hit looks nothing up. A fiber with one running has entered it, and the count,
+      # Every tagged hit is a candidate, mostly outside any fetch block. So the store counts the
+      # computations running in this process (#enter, #leave): while there are none, a hit looks
+      # nothing up. A fiber with one running has entered it, and the count,
       # changed under a lock, is read as this thread last wrote it or later, so it is never 0
       # then. A count left above 0 (an interrupt between #enter and the ensure that leaves) only
-      # costs the lookup. The stamps are unpacked only when one of them takes them; and this is
-      # an object with a plain #call, which costs a hit less than a Method's or a lambda's.
+      # costs the lookup. The stamps are unpacked only when a computation takes them.
       class StampReads
         # state_key: the store's fiber-local slot (its ExecutionState).
         def initialize(state_key)
@@ -27,8 +25,7 @@ module ActiveSupport
           @running = 0
         end
 
-        # A computation (ExecutionState#capture) or read-through (#read_through) is about to be current
-        # in this fiber.
+        # A computation (ExecutionState#capture) is about to be current in this fiber.
         # (synchronize, not lock and unlock: an interrupt such as Rack::Timeout's Thread#raise
         # between those would leave the lock held, and every later read of the process waiting.)
         def enter
@@ -40,8 +37,8 @@ module ActiveSupport
           @lock.synchronize { @running -= 1 }
         end
 
-        # Whether no computation or read-through is current in any fiber: nothing a read's stamps
-        # would be added to (a read may then skip handing them over: Stack#get_multi_plain).
+        # Whether no computation is current in any fiber: nothing a read's stamps would be added
+        # to (a read may then skip them: Stack#get_host_plain, #get_multi_plain).
         def idle?
           @running == 0
         end
@@ -49,19 +46,11 @@ module ActiveSupport
         def call(key, bytes)
           return if @running == 0
 
-          state = Thread.current[@state_key]
-          return unless state
-
-          capture = state.capture
-          through = state.read_through
-          through = nil unless through && through.key == key
-          return unless capture || through
+          capture = Thread.current[@state_key]&.capture
+          return unless capture
 
           words = Strata::Entry.stamp_words(bytes)
-          if capture
-            capture.for?(key) ? capture.outer&.add(words) : capture.add(words)
-          end
-          through.read_stamps = words if through
+          capture.for?(key) ? capture.outer&.add(words) : capture.add(words)
         end
       end
     end

@@ -63,7 +63,7 @@ module ActiveSupport
             bytes = found.first
             none_pending = true
           else
-            bytes = @stack.get_host(key)
+            bytes = noted(key, @stack.get_host(key))
           end
           bytes ? @codec.live_value(bytes, options[:raw], version, none_pending) : Codec::MISS
         rescue Strata::Error
