@@ -43,6 +43,7 @@ typedef struct shm {
     int users;  /* calls running without the GVL; close defers the unmap until they end */
     int closed;
     value_memo memo; /* large values already read, by key (value_memo.h) */
+    strata_tag_keys tag_format; /* how tag version keys are made (version_key_prefix=); none: no check settles */
     strata_key_memo tag_keys; /* the hashes of tag version keys checked lately (stamp_check.h) */
     char *path;                /* t's path, for a reopen */
     strata_options opts;       /* t's options, adopt set: a reopen takes the file's geometry */
@@ -484,6 +485,25 @@ static VALUE shm_set_polled_until(VALUE self, VALUE ms)
     return ms;
 }
 
+/* version_key_prefix=(prefix): the bytes before a tag id's 16 hex digits in the keys this
+ * table's stamp checks read versions under (Strata::Dependencies' reserved keys). Until it is
+ * given, no check settles anything (the caller checks through Dependencies). 1 to
+ * STRATA_TAG_PREFIX_MAX bytes; this process's handle only. */
+static VALUE shm_set_version_key_prefix(VALUE self, VALUE prefix)
+{
+    shm *s;
+
+    if (!RB_TYPE_P(prefix, T_STRING))
+        rb_raise(rb_eTypeError, "version_key_prefix must be a String, not %s", rb_obj_classname(prefix));
+    s = shm_open_handle(self);
+    if (strata_tag_keys_set(&s->tag_format, RSTRING_PTR(prefix), (size_t)RSTRING_LEN(prefix)) != 0)
+        rb_raise(rb_eArgError, "version_key_prefix must be 1 to %d bytes, got %ld", STRATA_TAG_PREFIX_MAX,
+                 RSTRING_LEN(prefix));
+    RB_GC_GUARD(prefix);
+    memset(&s->tag_keys, 0, sizeof s->tag_keys); /* the hashes were of the old keys */
+    return prefix;
+}
+
 /* delete(key): true if a live entry was removed. When the shard lock can't be taken the table
  * fences the key (it reads as a miss) and answers as if it had removed it; see strata_write. */
 static VALUE shm_delete(VALUE self, VALUE key)
@@ -712,7 +732,7 @@ static VALUE shm_get_multi(VALUE self, VALUE keys)
 static strata_stamps stamps_check(shm *s, const char *bytes, size_t len)
 {
     const uint32_t *state = s->state;
-    strata_stamps answer = strata_entry_stamps_check(s->t, bytes, len, &s->tag_keys);
+    strata_stamps answer = strata_entry_stamps_check(s->t, bytes, len, &s->tag_format, &s->tag_keys);
     return word_retired(state) ? STRATA_STAMPS_UNKNOWN : answer;
 }
 
@@ -1188,6 +1208,7 @@ void strata_init_shared_memory(void)
     rb_define_method(c, "incr", shm_incr, -1);
     rb_define_method(c, "decr", shm_decr, -1);
     rb_define_method(c, "check_stamps", shm_check_stamps, 1);
+    rb_define_method(c, "version_key_prefix=", shm_set_version_key_prefix, 1);
     rb_define_method(c, "get_current", shm_get_current, 1);
     rb_define_method(c, "get_plain_named", shm_get_plain_named, 3);
     rb_define_method(c, "get_current_plain", shm_get_current_plain, 1);

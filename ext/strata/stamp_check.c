@@ -42,10 +42,22 @@ static void write_hex(uint64_t id, char *out)
     }
 }
 
-void strata_tag_key(uint64_t id, char key[STRATA_TAG_KEY_LEN])
+int strata_tag_keys_set(strata_tag_keys *keys, const char *prefix, size_t len)
 {
-    memcpy(key, STRATA_TAG_KEY_PREFIX, STRATA_TAG_KEY_PREFIX_LEN);
-    write_hex(id, key + STRATA_TAG_KEY_PREFIX_LEN);
+    if (len == 0 || len > STRATA_TAG_PREFIX_MAX) return -1;
+    memcpy(keys->prefix, prefix, len);
+    keys->prefix_len = len;
+    return 0;
+}
+
+size_t strata_tag_key(const strata_tag_keys *keys, uint64_t id, char key[STRATA_TAG_KEY_MAX])
+{
+    size_t n = keys->prefix_len;
+
+    if (n == 0 || n > STRATA_TAG_PREFIX_MAX) return 0;
+    memcpy(key, keys->prefix, n);
+    write_hex(id, key + n);
+    return n + 16;
 }
 
 /* Where strata_get_at copies a version: this buffer when the value is 8 bytes long; any other
@@ -60,16 +72,17 @@ static void *version_reserve(void *ctx, size_t len, uint64_t version)
     return len == VERSION_BYTES ? ((version_buf *)ctx)->bytes : NULL;
 }
 
-/* The hash of id's version key (in key), from memo when it holds it, else made and kept there. */
-static uint64_t key_hash(strata_table *t, strata_key_memo *memo, uint64_t id, const char *key)
+/* The hash of id's version key (key, len bytes), from memo when it holds it, else made and
+ * kept there. */
+static uint64_t key_hash(strata_table *t, strata_key_memo *memo, uint64_t id, const char *key, size_t len)
 {
     unsigned slot;
     uint64_t hash;
 
-    if (memo == NULL) return strata_key_hash(t, key, STRATA_TAG_KEY_LEN);
+    if (memo == NULL) return strata_key_hash(t, key, len);
     slot = (unsigned)(id % STRATA_KEY_MEMO_SLOTS);
     if ((memo->known >> slot & 1) && memo->id[slot] == id) return memo->hash[slot];
-    hash = strata_key_hash(t, key, STRATA_TAG_KEY_LEN);
+    hash = strata_key_hash(t, key, len);
     memo->id[slot] = id;
     memo->hash[slot] = hash;
     memo->known |= (uint64_t)1 << slot;
@@ -77,21 +90,24 @@ static uint64_t key_hash(strata_table *t, strata_key_memo *memo, uint64_t id, co
 }
 
 strata_stamps strata_stamps_check(strata_table *t, const unsigned char *stamps, size_t count,
-                                  strata_key_memo *memo)
+                                  const strata_tag_keys *keys, strata_key_memo *memo)
 {
     strata_stamps answer = STRATA_STAMPS_CURRENT;
     uint64_t now = 0; /* read once, by the first lookup that finds an item with an expiry */
-    char key[STRATA_TAG_KEY_LEN];
+    char key[STRATA_TAG_KEY_MAX];
+    size_t prefix_len = keys->prefix_len, key_len = prefix_len + 16;
     version_buf held;
     strata_sink sink = {version_reserve, &held};
 
-    memcpy(key, STRATA_TAG_KEY_PREFIX, STRATA_TAG_KEY_PREFIX_LEN);
+    if (count == 0) return STRATA_STAMPS_CURRENT;
+    if (prefix_len == 0 || prefix_len > STRATA_TAG_PREFIX_MAX) return STRATA_STAMPS_UNKNOWN;
+    memcpy(key, keys->prefix, prefix_len);
     /* Bound: count lookups, count <= 65535 from an entry. */
     for (size_t i = 0; i < count; i++) {
         const unsigned char *stamp = stamps + i * STAMP_BYTES;
         uint64_t id = load_le64(stamp);
-        write_hex(id, key + STRATA_TAG_KEY_PREFIX_LEN);
-        if (strata_get_hashed(t, key, sizeof key, key_hash(t, memo, id, key), &sink, NULL, &now) != STRATA_OK) {
+        write_hex(id, key + prefix_len);
+        if (strata_get_hashed(t, key, key_len, key_hash(t, memo, id, key, key_len), &sink, NULL, &now) != STRATA_OK) {
             answer = STRATA_STAMPS_UNKNOWN; /* a later stamp may still be stale */
             continue;
         }
@@ -101,7 +117,8 @@ strata_stamps strata_stamps_check(strata_table *t, const unsigned char *stamps, 
     return answer;
 }
 
-strata_stamps strata_entry_stamps_check(strata_table *t, const void *bytes, size_t len, strata_key_memo *memo)
+strata_stamps strata_entry_stamps_check(strata_table *t, const void *bytes, size_t len, const strata_tag_keys *keys,
+                                        strata_key_memo *memo)
 {
     const unsigned char *p = bytes;
     size_t at, count;
@@ -111,7 +128,7 @@ strata_stamps strata_entry_stamps_check(strata_table *t, const void *bytes, size
     if (at > len) return STRATA_STAMPS_UNKNOWN;
     count = load_le16(p + at - 2);
     if (count == 0 || count > (len - at) / STAMP_BYTES) return STRATA_STAMPS_UNKNOWN;
-    return strata_stamps_check(t, p + at, count, memo);
+    return strata_stamps_check(t, p + at, count, keys, memo);
 }
 
 int strata_entry_stamped(const void *bytes, size_t len)

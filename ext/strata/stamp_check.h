@@ -13,8 +13,10 @@
  *     race_condition_ttl); 1 u8 flags; 2 u64 expires_at; 10 u16 version length n, then n
  *     bytes; 12+n u16 stamp count c; 14+n c pairs of (u64 tag id, u64 tag version); payload.
  *   a tag's version (lib/strata/dependencies.rb, KEY_FORMAT): the table's value under the key
- *     "\0strata:tag:" followed by the id as 16 lowercase hex digits (28 bytes), 8 bytes, the
- *     version little-endian.
+ *     made of the prefix the caller gives (strata_tag_keys: Dependencies::VERSION_PREFIX,
+ *     handed to the table by Ruby, SharedMemory#version_key_prefix=) followed by the id as 16
+ *     lowercase hex digits; 8 bytes, the version little-endian. No prefix given: no version
+ *     is looked up, and every check is UNKNOWN.
  *
  * TRUST
  *   The entry bytes are the caller's private copy: every length is checked against len before
@@ -50,13 +52,23 @@ typedef enum strata_stamps {
     STRATA_STAMPS_UNKNOWN
 } strata_stamps;
 
-/* The key bytes of tag id's version, and their length. */
-#define STRATA_TAG_KEY_PREFIX "\0strata:tag:"
-#define STRATA_TAG_KEY_PREFIX_LEN 12
-#define STRATA_TAG_KEY_LEN (STRATA_TAG_KEY_PREFIX_LEN + 16)
+/* How the version keys are made: prefix_len bytes of prefix, then the id in 16 hex digits.
+ * prefix_len 0: none given (all zero is that). Set with strata_tag_keys_set; owned by its
+ * caller (a table handle keeps one), read only by the checks. */
+#define STRATA_TAG_PREFIX_MAX 32
+#define STRATA_TAG_KEY_MAX (STRATA_TAG_PREFIX_MAX + 16)
+typedef struct strata_tag_keys {
+    size_t prefix_len;
+    char prefix[STRATA_TAG_PREFIX_MAX];
+} strata_tag_keys;
 
-/* Writes tag id's version key into key (STRATA_TAG_KEY_LEN bytes, not NUL-terminated). */
-void strata_tag_key(uint64_t id, char key[STRATA_TAG_KEY_LEN]);
+/* Sets keys' prefix to prefix[0..len): 0, or -1 (keys unchanged) when len is 0 or over
+ * STRATA_TAG_PREFIX_MAX. */
+int strata_tag_keys_set(strata_tag_keys *keys, const char *prefix, size_t len);
+
+/* Writes tag id's version key into key (not NUL-terminated) and returns its length; 0 (nothing
+ * written) when keys has no prefix. */
+size_t strata_tag_key(const strata_tag_keys *keys, uint64_t id, char key[STRATA_TAG_KEY_MAX]);
 
 /*
  * The version keys' hashes (strata_key_hash) of the tags one table's checks met lately, so that
@@ -75,13 +87,15 @@ typedef struct strata_key_memo {
 } strata_key_memo;
 
 /* Checks count stamps, laid out as in an entry (count pairs of u64 LE id, u64 LE version), at
- * stamps. count 0 is CURRENT. memo: the table's strata_key_memo, or NULL to hash every key. */
+ * stamps, their versions under the keys keys makes (none: UNKNOWN). count 0 is CURRENT. memo:
+ * the table's strata_key_memo for keys (cleared when keys change), or NULL to hash every key. */
 strata_stamps strata_stamps_check(strata_table *t, const unsigned char *stamps, size_t count,
-                                  strata_key_memo *memo);
+                                  const strata_tag_keys *keys, strata_key_memo *memo);
 
 /* Checks the stamps of the entry in bytes[0..len): UNKNOWN when the header is malformed or the
- * entry has no stamps (the caller's decoder says why). memo as strata_stamps_check's. */
-strata_stamps strata_entry_stamps_check(strata_table *t, const void *bytes, size_t len, strata_key_memo *memo);
+ * entry has no stamps (the caller's decoder says why). keys and memo as strata_stamps_check's. */
+strata_stamps strata_entry_stamps_check(strata_table *t, const void *bytes, size_t len, const strata_tag_keys *keys,
+                                        strata_key_memo *memo);
 
 /* Whether bytes[0..len) start like an entry with stamps: the marker, and STAMPED (0x80) in the
  * flags byte. Two bytes read, nothing else checked (Entry.stamped? in Ruby). */

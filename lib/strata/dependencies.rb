@@ -81,6 +81,8 @@ module Strata
       # The top tier when it is the host tier and checks an entry's stamps itself (L1:
       # SharedMemory#check_stamps, one C call that makes no object): #current?'s fast path.
       @checker = tiers[0] if @host_index == 0 && tiers[0].capabilities[:stamp_check]
+      # A tier that checks stamps itself (L1, in C) reads the versions under the keys made here.
+      tiers.each { |tier| tier.version_key_prefix = VERSION_PREFIX if tier.capabilities[:stamp_check] }
       @keys = VersionKeys.new
       # How each tier keeps versions: by id where it keeps them apart (capability :versions),
       # else under version keys.

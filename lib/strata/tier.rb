@@ -30,7 +30,10 @@ module Strata
     #           (#log_after, #log_keys); Strata::Poller polls the first such tier.
     # polled_copies: #add_polled stores a copy that is live only while a poller vouches for it
     #           (#polled_until=); Strata::Dependencies keeps tag versions there.
-    # stamp_check: #check_stamps checks a stamped entry's tag versions in the tier itself.
+    # stamp_check: #check_stamps checks a stamped entry's tag versions in the tier itself, as
+    #           #get_current and its kin do: those it holds under the keys Dependencies makes
+    #           (the prefix it gives #version_key_prefix=, then the tag id in 16 hex digits);
+    #           until it is given, none is settled there.
     # gutter:   #gutter?(key) tells whether key's own server is away and a stand-in serves it.
     # versions: keeps tag versions (Strata::Dependencies) apart from its entries, by tag id
     #           (#get_versions, #peek_versions, #set_version, #add_version, #delete_versions).
@@ -236,6 +239,12 @@ module Strata
     # Optional (capability :counters). Like incr; never goes below zero.
     def decr(key, amount = 1, ttl: nil, initial: nil)
       raise NotImplementedError, "#{self.class} has no counters"
+    end
+
+    # Optional (capability :stamp_check). The bytes before a tag id's 16 lowercase hex digits in
+    # the keys the tier's stamp checks read versions under; Dependencies gives its own.
+    def version_key_prefix=(prefix)
+      raise NotImplementedError, "#{self.class} checks no stamps"
     end
 
     # Optional (capability :versions). {id => bytes} of the tag versions held for ids (tag

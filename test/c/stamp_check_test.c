@@ -19,6 +19,8 @@
 
 static int quick;
 static strata_table *table;
+/* The version keys' format, as Strata::Dependencies makes them (VERSION_PREFIX). */
+static strata_tag_keys keys;
 static char path[128];
 
 static void put_le64(unsigned char *p, uint64_t v)
@@ -29,13 +31,14 @@ static void put_le64(unsigned char *p, uint64_t v)
 /* Stores bytes as tag id's version; len other than 8 plants a malformed one. */
 static strata_status put_version_bytes(uint64_t id, const void *bytes, size_t len)
 {
-    char key[STRATA_TAG_KEY_LEN];
+    char key[STRATA_TAG_KEY_MAX];
+    size_t key_len;
     strata_write_req r;
-    strata_tag_key(id, key);
+    key_len = strata_tag_key(&keys, id, key);
     memset(&r, 0, sizeof r);
     r.op = STRATA_OP_SET;
     r.key = key;
-    r.key_len = sizeof key;
+    r.key_len = key_len;
     r.value = bytes;
     r.value_len = len;
     return strata_write(table, &r, 1);
@@ -50,13 +53,14 @@ static strata_status put_version(uint64_t id, uint64_t version)
 
 static strata_status drop_version(uint64_t id)
 {
-    char key[STRATA_TAG_KEY_LEN];
+    char key[STRATA_TAG_KEY_MAX];
+    size_t key_len;
     strata_write_req r;
-    strata_tag_key(id, key);
+    key_len = strata_tag_key(&keys, id, key);
     memset(&r, 0, sizeof r);
     r.op = STRATA_OP_DELETE;
     r.key = key;
-    r.key_len = sizeof key;
+    r.key_len = key_len;
     return strata_write(table, &r, 1);
 }
 
@@ -100,20 +104,65 @@ static strata_key_memo memo;
 
 static strata_stamps entry_check(const void *bytes, size_t len)
 {
-    strata_stamps plain = strata_entry_stamps_check(table, bytes, len, NULL);
-    strata_stamps memoized = strata_entry_stamps_check(table, bytes, len, &memo);
+    strata_stamps plain = strata_entry_stamps_check(table, bytes, len, &keys, NULL);
+    strata_stamps memoized = strata_entry_stamps_check(table, bytes, len, &keys, &memo);
     CHECK(plain == memoized);
     return memoized;
 }
 
 static void test_tag_key_format(void)
 {
-    char key[STRATA_TAG_KEY_LEN];
-    strata_tag_key(0x3fedcba987654321ULL, key);
+    char key[STRATA_TAG_KEY_MAX];
+    size_t key_len;
+    strata_tag_keys none, other;
+    char too_long[STRATA_TAG_PREFIX_MAX + 1];
+
+    key_len = strata_tag_key(&keys, 0x3fedcba987654321ULL, key);
     /* As Ruby's format("\0strata:tag:%016x", id). */
-    CHECK(memcmp(key, "\0strata:tag:3fedcba987654321", STRATA_TAG_KEY_LEN) == 0);
-    strata_tag_key(42, key);
-    CHECK(memcmp(key, "\0strata:tag:000000000000002a", STRATA_TAG_KEY_LEN) == 0);
+    CHECK(key_len == 28);
+    CHECK(memcmp(key, "\0strata:tag:3fedcba987654321", key_len) == 0);
+    key_len = strata_tag_key(&keys, 42, key);
+    CHECK(memcmp(key, "\0strata:tag:000000000000002a", key_len) == 0);
+    memset(&none, 0, sizeof none);
+    CHECK(strata_tag_key(&none, 42, key) == 0);
+    memset(too_long, 'x', sizeof too_long);
+    CHECK(strata_tag_keys_set(&none, too_long, sizeof too_long) == -1);
+    CHECK(strata_tag_keys_set(&none, "", 0) == -1);
+    CHECK(none.prefix_len == 0);
+    CHECK(strata_tag_keys_set(&other, "\0v:", 3) == 0);
+    CHECK(strata_tag_key(&other, 42, key) == 19);
+    CHECK(memcmp(key, "\0v:000000000000002a", 19) == 0);
+}
+
+/* The keys are the caller's: with no prefix given nothing is settled, and with another prefix
+ * the versions are read under that prefix's keys. */
+static void test_versions_are_read_under_the_keys_given(void)
+{
+    unsigned char entry[256];
+    uint64_t id = 61, version = 7;
+    strata_tag_keys none, other;
+    char key[STRATA_TAG_KEY_MAX];
+    size_t key_len, len;
+    unsigned char bytes[8];
+    strata_write_req r;
+
+    REQUIRE(put_version(id, version) == STRATA_OK);
+    len = make_entry(entry, &id, &version, 1);
+    memset(&none, 0, sizeof none);
+    CHECK(strata_entry_stamps_check(table, entry, len, &none, NULL) == STRATA_STAMPS_UNKNOWN);
+    REQUIRE(strata_tag_keys_set(&other, "\0v:", 3) == 0);
+    CHECK(strata_entry_stamps_check(table, entry, len, &other, NULL) == STRATA_STAMPS_UNKNOWN);
+    key_len = strata_tag_key(&other, id, key);
+    put_le64(bytes, version + 1);
+    memset(&r, 0, sizeof r);
+    r.op = STRATA_OP_SET;
+    r.key = key;
+    r.key_len = key_len;
+    r.value = bytes;
+    r.value_len = sizeof bytes;
+    REQUIRE(strata_write(table, &r, 1) == STRATA_OK);
+    CHECK(strata_entry_stamps_check(table, entry, len, &other, NULL) == STRATA_STAMPS_STALE);
+    CHECK(entry_check(entry, len) == STRATA_STAMPS_CURRENT);
 }
 
 static void test_one_stamp(void)
@@ -171,16 +220,17 @@ static void test_missing_version_is_unknown(void)
     CHECK(entry_check(entry, len) == STRATA_STAMPS_STALE);
     /* An expired version is missing too. */
     {
-        char key[STRATA_TAG_KEY_LEN];
+        char key[STRATA_TAG_KEY_MAX];
+        size_t key_len;
         unsigned char bytes[8];
         strata_write_req r;
         uint64_t id = 24, version = 9;
-        strata_tag_key(id, key);
+        key_len = strata_tag_key(&keys, id, key);
         put_le64(bytes, version);
         memset(&r, 0, sizeof r);
         r.op = STRATA_OP_SET;
         r.key = key;
-        r.key_len = sizeof key;
+        r.key_len = key_len;
         r.value = bytes;
         r.value_len = sizeof bytes;
         r.ttl_ms = 1;
@@ -196,7 +246,8 @@ static void test_missing_version_is_unknown(void)
 static void test_get_at_reads_the_clock_once(void)
 {
     unsigned char bytes[8];
-    char key[STRATA_TAG_KEY_LEN];
+    char key[STRATA_TAG_KEY_MAX];
+    size_t key_len;
     version_buf held;
     strata_sink sink = {version_reserve_for_test, &held};
     strata_write_req r;
@@ -204,24 +255,24 @@ static void test_get_at_reads_the_clock_once(void)
 
     put_le64(bytes, 1);
     REQUIRE(put_version(71, 1) == STRATA_OK); /* no expiry: the clock is not read */
-    strata_tag_key(71, key);
-    CHECK(strata_get_at(table, key, sizeof key, &sink, NULL, &now) == STRATA_OK);
+    key_len = strata_tag_key(&keys, 71, key);
+    CHECK(strata_get_at(table, key, key_len, &sink, NULL, &now) == STRATA_OK);
     CHECK(now == 0);
-    strata_tag_key(72, key);
+    key_len = strata_tag_key(&keys, 72, key);
     memset(&r, 0, sizeof r);
     r.op = STRATA_OP_SET;
     r.key = key;
-    r.key_len = sizeof key;
+    r.key_len = key_len;
     r.value = bytes;
     r.value_len = sizeof bytes;
     r.ttl_ms = 60000;
     REQUIRE(strata_write(table, &r, 1) == STRATA_OK);
-    CHECK(strata_get_at(table, key, sizeof key, &sink, NULL, &now) == STRATA_OK);
+    CHECK(strata_get_at(table, key, key_len, &sink, NULL, &now) == STRATA_OK);
     CHECK(now != 0);
     now += 120000; /* a later time, as if the clock had been read then: expired */
-    CHECK(strata_get_at(table, key, sizeof key, &sink, NULL, &now) == STRATA_NOT_FOUND);
+    CHECK(strata_get_at(table, key, key_len, &sink, NULL, &now) == STRATA_NOT_FOUND);
     now = 0;
-    CHECK(strata_get_at(table, key, sizeof key, &sink, NULL, &now) == STRATA_OK);
+    CHECK(strata_get_at(table, key, key_len, &sink, NULL, &now) == STRATA_OK);
 }
 
 static void test_malformed_version_is_unknown(void)
@@ -273,7 +324,7 @@ static void test_malformed_entry_is_unknown(void)
     entry[14] = 0; /* no stamps */
     entry[15] = 0;
     CHECK(entry_check(entry, len) == STRATA_STAMPS_UNKNOWN);
-    CHECK(strata_stamps_check(table, entry, 0, NULL) == STRATA_STAMPS_CURRENT);
+    CHECK(strata_stamps_check(table, entry, 0, &keys, NULL) == STRATA_STAMPS_CURRENT);
 }
 
 /* strata_entry_stamped reads the marker and the flags byte, within len. */
@@ -372,19 +423,19 @@ static void test_key_memo(void)
     memset(&own, 0, sizeof own);
     for (int i = 0; i < 2; i++) REQUIRE(put_version(ids[i], versions[i]) == STRATA_OK);
     len = make_entry(entry, ids, versions, 2);
-    CHECK(strata_entry_stamps_check(table, entry, len, &own) == STRATA_STAMPS_CURRENT);
+    CHECK(strata_entry_stamps_check(table, entry, len, &keys, &own) == STRATA_STAMPS_CURRENT);
     CHECK(own.known == (uint64_t)1 << slot);
     CHECK(own.id[slot] == ids[1]);
-    CHECK(strata_entry_stamps_check(table, entry, len, &own) == STRATA_STAMPS_CURRENT);
+    CHECK(strata_entry_stamps_check(table, entry, len, &keys, &own) == STRATA_STAMPS_CURRENT);
     len = make_entry(entry, ids, versions, 1);
     own.hash[slot] ^= 1; /* ids[0] comes back and replaces it */
-    CHECK(strata_entry_stamps_check(table, entry, len, &own) == STRATA_STAMPS_CURRENT);
+    CHECK(strata_entry_stamps_check(table, entry, len, &keys, &own) == STRATA_STAMPS_CURRENT);
     CHECK(own.id[slot] == ids[0]);
     own.hash[slot] ^= 1;
-    CHECK(strata_entry_stamps_check(table, entry, len, &own) == STRATA_STAMPS_UNKNOWN);
+    CHECK(strata_entry_stamps_check(table, entry, len, &keys, &own) == STRATA_STAMPS_UNKNOWN);
     versions[0] = 9;
     len = make_entry(entry, ids, versions, 1);
-    CHECK(strata_entry_stamps_check(table, entry, len, &own) == STRATA_STAMPS_UNKNOWN); /* not stale */
+    CHECK(strata_entry_stamps_check(table, entry, len, &keys, &own) == STRATA_STAMPS_UNKNOWN); /* not stale */
 }
 
 /* A version whose bump could not take its shard lock is fenced: it reads as missing, so the
@@ -393,7 +444,8 @@ static void test_fenced_version_is_unknown(void)
 {
     unsigned char entry[256];
     uint64_t id = 51, version = 3;
-    char key[STRATA_TAG_KEY_LEN];
+    char key[STRATA_TAG_KEY_MAX];
+    size_t key_len;
     strata_options o;
     strata_table *holder = NULL;
     const char *reason = NULL;
@@ -408,8 +460,8 @@ static void test_fenced_version_is_unknown(void)
     REQUIRE(put_version(id, version) == STRATA_OK);
     len = make_entry(entry, &id, &version, 1);
     CHECK(entry_check(entry, len) == STRATA_STAMPS_CURRENT);
-    strata_tag_key(id, key);
-    shard = strata_shard_for(table, key, sizeof key);
+    key_len = strata_tag_key(&keys, id, key);
+    shard = strata_shard_for(table, key, key_len);
     REQUIRE(strata_lock_shard(holder, shard, 1) == STRATA_OK);
     CHECK(put_version(id, version + 1) == STRATA_LOCK_TIMEOUT); /* the bump fenced the key */
     CHECK(entry_check(entry, len) == STRATA_STAMPS_UNKNOWN);
@@ -464,8 +516,8 @@ static void test_concurrent_bump(void)
         len = make_entry(entry, ids, versions, 2);
         /* Not entry_check: a bump between its two calls may rightly part their answers. Each
          * call, memo or not, must refuse the stale stamp on its own. */
-        if (strata_entry_stamps_check(table, entry, len, NULL) == STRATA_STAMPS_CURRENT) stale_passed++;
-        if (strata_entry_stamps_check(table, entry, len, &memo) == STRATA_STAMPS_CURRENT) stale_passed++;
+        if (strata_entry_stamps_check(table, entry, len, &keys, NULL) == STRATA_STAMPS_CURRENT) stale_passed++;
+        if (strata_entry_stamps_check(table, entry, len, &keys, &memo) == STRATA_STAMPS_CURRENT) stale_passed++;
         checks++;
         if (seen == b.last) break;
     }
@@ -497,7 +549,9 @@ int main(void)
         fprintf(stderr, "open %s failed\n", path);
         return 1;
     }
+    if (strata_tag_keys_set(&keys, "\0strata:tag:", 12) != 0) return 1;
     run("tag_key_format", test_tag_key_format);
+    run("versions_are_read_under_the_keys_given", test_versions_are_read_under_the_keys_given);
     run("one_stamp", test_one_stamp);
     run("many_stamps", test_many_stamps);
     run("missing_version_is_unknown", test_missing_version_is_unknown);
