@@ -28,13 +28,14 @@ static void put_le64(unsigned char *p, uint64_t v)
     for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
 }
 
-/* Stores bytes as tag id's version; len other than 8 plants a malformed one. */
-static strata_status put_version_bytes(uint64_t id, const void *bytes, size_t len)
+/* Stores bytes as tag id's version under the keys with_keys makes; len other than 8 plants a
+ * malformed one. */
+static strata_status put_version_under(const strata_tag_keys *with_keys, uint64_t id, const void *bytes, size_t len)
 {
     char key[STRATA_TAG_KEY_MAX];
     size_t key_len;
     strata_write_req r;
-    key_len = strata_tag_key(&keys, id, key);
+    key_len = strata_tag_key(with_keys, id, key);
     memset(&r, 0, sizeof r);
     r.op = STRATA_OP_SET;
     r.key = key;
@@ -42,6 +43,11 @@ static strata_status put_version_bytes(uint64_t id, const void *bytes, size_t le
     r.value = bytes;
     r.value_len = len;
     return strata_write(table, &r, 1);
+}
+
+static strata_status put_version_bytes(uint64_t id, const void *bytes, size_t len)
+{
+    return put_version_under(&keys, id, bytes, len);
 }
 
 static strata_status put_version(uint64_t id, uint64_t version)
@@ -141,10 +147,8 @@ static void test_versions_are_read_under_the_keys_given(void)
     unsigned char entry[256];
     uint64_t id = 61, version = 7;
     strata_tag_keys none, other;
-    char key[STRATA_TAG_KEY_MAX];
-    size_t key_len, len;
+    size_t len;
     unsigned char bytes[8];
-    strata_write_req r;
 
     REQUIRE(put_version(id, version) == STRATA_OK);
     len = make_entry(entry, &id, &version, 1);
@@ -152,15 +156,8 @@ static void test_versions_are_read_under_the_keys_given(void)
     CHECK(strata_entry_stamps_check(table, entry, len, &none, NULL) == STRATA_STAMPS_UNKNOWN);
     REQUIRE(strata_tag_keys_set(&other, "\0v:", 3) == 0);
     CHECK(strata_entry_stamps_check(table, entry, len, &other, NULL) == STRATA_STAMPS_UNKNOWN);
-    key_len = strata_tag_key(&other, id, key);
     put_le64(bytes, version + 1);
-    memset(&r, 0, sizeof r);
-    r.op = STRATA_OP_SET;
-    r.key = key;
-    r.key_len = key_len;
-    r.value = bytes;
-    r.value_len = sizeof bytes;
-    REQUIRE(strata_write(table, &r, 1) == STRATA_OK);
+    REQUIRE(put_version_under(&other, id, bytes, sizeof bytes) == STRATA_OK);
     CHECK(strata_entry_stamps_check(table, entry, len, &other, NULL) == STRATA_STAMPS_STALE);
     CHECK(entry_check(entry, len) == STRATA_STAMPS_CURRENT);
 }
