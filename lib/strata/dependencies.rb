@@ -409,6 +409,14 @@ module Strata
         @keys.is_a?(String) ? @keys == key : @keys.include?(key)
       end
 
+      # A current stamped entry's bytes, read under key while this computation runs: it depends
+      # on their stamps, unless key is one of its own (fetch_multi's hits): then the computation
+      # around it used the value. key nil: not known, a dependency.
+      def read(key, bytes)
+        words = Entry.stamp_words(bytes)
+        for?(key) ? @outer&.add(words) : add(words)
+      end
+
       # Adds stamp words ([tag_id, version, ...], Entry.stamp_words) to what this computation
       # depends on.
       def add(words)

@@ -217,7 +217,7 @@ class StrataStoreTagsTest < Strata::StoreCase
   end
 
   # A hit outside any fetch block skips the capture's lookups while no computation runs in the
-  # process (StampReads); blocks that raised, fetches that missed, hit or nested must leave that
+  # process (Computations); blocks that raised, fetches that missed, hit or nested must leave that
   # count right, so the block of a later fetch still takes what it reads.
   def test_a_fetch_after_blocks_that_raised_still_depends_on_what_it_read
     each_layout do |cache, layout|

@@ -16,7 +16,7 @@ require "active_support/cache/strata_store/codec"
 require "active_support/cache/strata_store/counted_multi_reads"
 require "active_support/cache/strata_store/fetch"
 require "active_support/cache/strata_store/local_cache_middleware"
-require "active_support/cache/strata_store/stamp_reads"
+require "active_support/cache/strata_store/computations"
 require "active_support/cache/strata_store/unobserved_reads"
 require "active_support/cache/strata_store/unobserved_writes"
 
@@ -148,7 +148,7 @@ module ActiveSupport
         @max_key_size = max_key_size
         # This store's fiber-local slot (#execution_state).
         @state_key = :"__strata_store_#{object_id}"
-        @stamp_reads = StampReads.new(@state_key)
+        @computations = Computations.new
         @engine = Strata::Engine.new(l1: l1, memcached: memcached, sql: sql, namespace: @options[:namespace], fill_wait: fill_wait,
           coherence_interval: coherence_interval, **polling,
           on_report: method(:told_failure))
@@ -356,10 +356,13 @@ module ActiveSupport
       end
 
       # bytes, read under key (nil: not known); when they are a stamped entry, the computation
-      # under way in this fiber depends on them too (StampReads#call). Every read of the stack whose bytes the
-      # store uses passes them here.
+      # under way in this fiber depends on them too (Capture#read). Every read of the stack whose
+      # bytes the store uses passes them here. While no computation runs in the process
+      # (Computations), a hit looks nothing up.
       def noted(key, bytes)
-        @stamp_reads.call(key, bytes) if bytes && !@stamp_reads.idle? && Strata::Entry.stamped?(bytes)
+        if bytes && !@computations.idle? && Strata::Entry.stamped?(bytes) && (capture = current_state&.capture)
+          capture.read(key, bytes)
+        end
         bytes
       end
 
@@ -404,9 +407,15 @@ module ActiveSupport
         end
       end
 
-      # This fiber's ExecutionState, made on first use.
+      # This fiber's ExecutionState, made on first use. The slot is read here and in
+      # #current_state only (and inline in #stamps_for).
       def execution_state
         Thread.current[@state_key] ||= ExecutionState.new(nil, nil, false, nil)
+      end
+
+      # This fiber's ExecutionState, or nil before its first use.
+      def current_state
+        Thread.current[@state_key]
       end
 
       # The Strata::ReadThrough of the fetch of key running in this fiber, if any.
@@ -485,13 +494,13 @@ module ActiveSupport
       # not cached (Strata::TransactionTags): a fetch's result is left unwritten; a write deletes
       # the key, whose old value may not carry the tag. False: nothing was stored.
       def withheld(key)
-        delete_entry(key) unless Thread.current[@state_key]&.capture&.for?(key)
+        delete_entry(key) unless current_state&.capture&.for?(key)
         false
       end
 
       # Runs the block as the computation of the entries under keys (one key, or an Array): the versions of tags are
       # read first (before the block, so an invalidation during it makes the entry miss), and the
-      # stamps of what the block reads are added (#noted, StampReads). What it
+      # stamps of what the block reads are added (#noted, Computations). What it
       # depended on is added to the computation around it, if any, when it is done.
       # as_of: a Strata::TagVersions read earlier (#tag_versions), whose versions stamp the entries
       # instead of those read now.
@@ -510,7 +519,7 @@ module ActiveSupport
       def enter_capture(state, keys, tags, as_of)
         stamps = tags ? stamps_of(tags, as_of) : Strata::Entry::NO_STAMPS
         capture = Strata::Dependencies::Capture.new(keys, stamps, state.capture)
-        @stamp_reads.enter
+        @computations.enter
         state.capture = capture
       end
 
@@ -519,7 +528,7 @@ module ActiveSupport
       def leave_capture(state, capture)
         outer = capture.outer
         state.capture = outer
-        @stamp_reads.leave
+        @computations.leave
         return unless outer
 
         outer.add(capture.words)
@@ -531,7 +540,7 @@ module ActiveSupport
       # race_condition_ttl), those of the entry it read; else the versions of tags in as_of, or
       # their current versions (a write's versions are read when it is called).
       def stamps_for(key, tags, as_of = nil)
-        capture = Thread.current[@state_key]&.capture
+        capture = Thread.current[@state_key]&.capture # #current_state's read, inline: every write comes here
         if capture&.for?(key)
           if (loaded = capture.loaded) # a fragment's records: checked once, when it is written
             capture.loaded = nil
@@ -702,14 +711,14 @@ module ActiveSupport
         # A plain read: the host tier's bare Strings come back as values, keys made and stamps
         # checked in the same call, unless what a read's stamps are handed to (a transaction's
         # pending tags, a computation's dependencies) is waiting for them.
-        if !state.multi_unread && none_pending && @stamp_reads.idle? && (prefix = key_prefix(namespace)) &&
+        if !state.multi_unread && none_pending && @computations.idle? && (prefix = key_prefix(namespace)) &&
             (answer = @stack.get_multi_plain(names, prefix, @max_key_size, event))
           return plain_values(answer, namespace, event, options)
         end
 
         keys_to_names = normalized_keys(names, options, namespace)
         found = @stack.get_multi(keys_to_names.keys, event)
-        found.each { |key, bytes| noted(key, bytes) } unless @stamp_reads.idle?
+        found.each { |key, bytes| noted(key, bytes) } unless @computations.idle?
         if state.multi_unread
           state.multi_unread = false # only fetch_multi's own read reads through
           read_through_misses(keys_to_names.keys - found.keys, found, state.multi, event)

@@ -56,7 +56,7 @@ module ActiveSupport
         # stamps checked in C (Stack#get_host_plain), unless what a read's stamps are handed to (a
         # transaction's pending tags, a computation's dependencies) is waiting for them.
         def host_hit(key, options, version, none_pending)
-          if @stamp_reads.idle? && (none_pending || !Strata::TransactionTags.current)
+          if @computations.idle? && (none_pending || !Strata::TransactionTags.current)
             return Codec::MISS unless (found = @stack.get_host_plain(key))
             return found if found.instance_of?(String)
 
