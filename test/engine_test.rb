@@ -62,7 +62,7 @@ class EngineTest < Minitest::Test
       assert_equal %i[l1 l3], engine.stack.tier_names
       assert_nil engine.poller, "an embedded SQLite file has no other host to hear of"
       assert_nil engine.app_sql, "the SQL tier is on connections of its own"
-      assert_predicate engine, :listable?
+      assert_empty engine.unlisted_tiers
       assert_kind_of Hash, engine.stats[:counters]
     ensure
       engine&.close

@@ -44,18 +44,12 @@ module Strata
     # Deletes tag's version from every tier of cache's stack (those named in only), as an
     # eviction or a lost table would.
     def drop_versions(cache, tag, only: cache.stack.tier_names)
-      id = Strata::Dependencies.tag_id(tag)
-      only.each do |name|
-        tier = cache.stack[name]
-        tier.capabilities[:versions] ? tier.delete_versions([id]) : tier.delete(cache.stack.dependencies.version_key(id))
-      end
+      only.each { |name| cache.stack.dependencies.versions_in(name).delete(Strata::Dependencies.tag_id(tag)) }
     end
 
     # The bytes of tag's version in cache's tier name, or nil.
     def version_in(cache, name, tag)
-      id = Strata::Dependencies.tag_id(tag)
-      tier = cache.stack[name]
-      tier.capabilities[:versions] ? tier.get_versions([id])[id] : tier.get(cache.stack.dependencies.version_key(id))
+      cache.stack.dependencies.versions_in(name).get(Strata::Dependencies.tag_id(tag))
     end
   end
 end

@@ -96,6 +96,12 @@ module Strata
       @keys[id]
     end
 
+    # The versions kept in the tier named name, by tag id (a TierVersions or KeyedVersions: get,
+    # get_multi, set, add, delete...), for tools and tests that reach one tier's copies.
+    def versions_in(name)
+      @places.fetch(@names.index(name) || raise(ArgumentError, "no tier #{name.inspect}"))
+    end
+
     # The current versions of tag ids, in order (Integers). A missing one is created.
     def versions(ids)
       found = read(ids)

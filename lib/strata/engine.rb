@@ -49,9 +49,9 @@ module Strata
       @outages = host_outages(tiers)
     end
 
-    # Whether every tier can list its keys (delete_matched, cleanup).
-    def listable?
-      @stack.tier_names.all? { |name| @stack[name].capabilities[:listing] }
+    # The names of the tiers that can't list their keys (delete_matched needs every one to).
+    def unlisted_tiers
+      @stack.tier_names.reject { |name| @stack[name].capabilities[:listing] }
     end
 
     # Counts error (from tier, else error.tier) and tells on_report of it unless its outage was

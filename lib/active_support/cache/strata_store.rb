@@ -157,7 +157,7 @@ module ActiveSupport
         @read_hits = @counters.sink # count_read_hit, _operation_since: one C call each
         @retries = @engine.retries
         @app_sql = @engine.app_sql
-        @listable = @engine.listable?
+        @unlisted = @engine.unlisted_tiers
         # With L1 alone every write lands in the table, whose set and add copy a
         # Strata::Entry::Split into place: a large value is copied once (Codec#dump).
         @split_writes = @stack.tier_names == [:l1]
@@ -284,9 +284,9 @@ module ActiveSupport
       # can't, so a key it holds would survive and refill L1. With memcached in the stack it
       # raises NotImplementedError, as MemCacheStore does.
       def delete_matched(matcher, options = nil)
-        unless @listable
+        unless @unlisted.empty?
           raise NotImplementedError, "#{self.class.name} does not support delete_matched with tiers that can't " \
-            "list their keys (#{@stack.tier_names.reject { |name| @stack[name].capabilities[:listing] }.join(", ")})"
+            "list their keys (#{@unlisted.join(", ")})"
         end
 
         options = merged_options(options)
