@@ -498,41 +498,29 @@ module ActiveSupport
         false
       end
 
-      # Runs the block as the computation of the entries under keys (one key, or an Array): the versions of tags are
-      # read first (before the block, so an invalidation during it makes the entry miss), and the
-      # stamps of what the block reads are added (#noted, Computations). What it
-      # depended on is added to the computation around it, if any, when it is done.
+      # Runs the block as the computation of the entries under keys (one key, or an Array): the
+      # versions of tags are read first (before the block, so an invalidation during it makes the
+      # entry miss), and the stamps of what the block reads are added (#noted, Computations). Its
+      # Capture is current in this fiber until the block ends; then the computation around it,
+      # if any, is current again, and depends on what it depended on.
       # as_of: a Strata::TagVersions read earlier (#tag_versions), whose versions stamp the entries
       # instead of those read now.
       def capturing(keys, tags, as_of = nil)
         state = execution_state
-        capture = enter_capture(state, keys, tags, as_of)
+        outer = state.capture
+        capture = Strata::Dependencies::Capture.new(keys, tags ? stamps_of(tags, as_of) : Strata::Entry::NO_STAMPS, outer)
+        @computations.enter
+        state.capture = capture
         begin
           yield capture
         ensure
-          leave_capture(state, capture)
+          state.capture = outer
+          @computations.leave
+          if outer
+            outer.add(capture.words)
+            outer.spoil! if capture.spoiled
+          end
         end
-      end
-
-      # #capturing's start: the computation's Capture, current in this fiber (state, its
-      # ExecutionState) until #leave_capture.
-      def enter_capture(state, keys, tags, as_of)
-        stamps = tags ? stamps_of(tags, as_of) : Strata::Entry::NO_STAMPS
-        capture = Strata::Dependencies::Capture.new(keys, stamps, state.capture)
-        @computations.enter
-        state.capture = capture
-      end
-
-      # #capturing's end: the computation around capture, if any, is current again, and depends
-      # on what capture depended on.
-      def leave_capture(state, capture)
-        outer = capture.outer
-        state.capture = outer
-        @computations.leave
-        return unless outer
-
-        outer.add(capture.words)
-        outer.spoil! if capture.spoiled
       end
 
       # The stamps the entry written under key carries: the computation's whose result it is;

@@ -214,9 +214,7 @@ module ActiveSupport
         # until the write has taken its stamps (#stamps_for); its run is a fill, and the fetch a
         # fetch_miss (Strata::Counters), timed from started.
         def generate(name, key, options, started, watched, local)
-          state = execution_state
-          capture = enter_capture(state, key, options[:tags], options[:as_of])
-          begin
+          value = capturing(key, options[:tags], options[:as_of]) do
             written = options.dup # the block may change them through WriteOptions
             value = if watched || ActiveSupport::Notifications.notifier.listening?(GENERATE_EVENT)
               instrument(:generate, NAMED_EVENTS ? name : key, written) { counted_fill { yield(name, WriteOptions.new(written)) } }
@@ -236,8 +234,7 @@ module ActiveSupport
                 write_unobserved(name, key, value, written) # UnobservedWrites: key is normalized
               end
             end
-          ensure
-            leave_capture(state, capture)
+            value
           end
           @counters.operation(Strata::Counters::FETCH_MISS, started)
           value
