@@ -3,6 +3,7 @@
 require "minitest/autorun"
 require "tmpdir"
 require "fileutils"
+require "socket"
 require "strata"
 
 module Strata
@@ -39,6 +40,20 @@ module Strata
 
     def memcached_servers
       MEMCACHED_SERVERS
+    end
+
+    # Empties the test memcached servers (flush_all), for a test whose tag versions must not be
+    # an earlier test's: they are shared by every store on the same servers, whatever its
+    # namespace.
+    def flush_memcached
+      MEMCACHED_SERVERS.each do |server|
+        host, port = server.split(":")
+        Socket.tcp(host, Integer(port), connect_timeout: 2) do |socket|
+          socket.write("flush_all\r\n")
+          answer = socket.gets
+          raise "#{server}: flush_all answered #{answer.inspect}" unless answer == "OK\r\n"
+        end
+      end
     end
 
     # Deletes tag's version from every tier of cache's stack (those named in only), as an

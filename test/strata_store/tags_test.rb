@@ -13,11 +13,19 @@ class StrataStoreTagsTest < Strata::StoreCase
 
   def setup
     @namespace = "tags-#{Process.pid}-#{rand(1 << 30)}"
+    Strata::TestSupport.flush_memcached
+  end
+
+  def layout_l1_path
+    File.join(@tmpdir, "#{@namespace}.strata")
   end
 
   # A store on layout's tiers; stores built with the same l1_path and sql_path share them (as the
-  # processes of one host do), memcached is always shared.
-  def layout_store(layout, l1_path: table_path, sql_path: File.join(@tmpdir, "l3.sqlite3"), **options)
+  # processes of one host do), memcached is always shared. By default the files are the current
+  # namespace's: tag versions are shared by every store on the same tiers, whatever its
+  # namespace, so each layout a test walks gets tiers of its own (memcached is flushed before
+  # each test).
+  def layout_store(layout, l1_path: layout_l1_path, sql_path: File.join(@tmpdir, "#{@namespace}.sqlite3"), **options)
     tiers = {}
     tiers[:l1] = {path: l1_path, size: TABLE_SIZE} if layout.to_s.include?("l1")
     tiers[:memcached] = {servers: Strata::TestSupport.memcached_servers, timeout: 2} if layout.to_s.include?("memcached")
@@ -273,7 +281,7 @@ class StrataStoreTagsTest < Strata::StoreCase
     cache.write("in_l1", "one", tags: ["t"])
     cache.write("below", "two", tags: ["t"])
     cache.write("object", {"three" => 3}, tags: ["u"])
-    l1 = ActiveSupport::Cache::StrataStore.new(l1: {path: table_path, size: TABLE_SIZE}, namespace: @namespace)
+    l1 = ActiveSupport::Cache::StrataStore.new(l1: {path: layout_l1_path, size: TABLE_SIZE}, namespace: @namespace)
     l1.delete("below") # from L1 only: the SQL tier keeps it
 
     assert_equal({"object" => {"three" => 3}, "below" => "two", "in_l1" => "one"},
