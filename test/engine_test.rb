@@ -15,16 +15,18 @@ class EngineTest < Minitest::Test
     script = <<~RUBY
       require "strata/engine"
       engine = Strata::Engine.new(l1: {path: File.join(ARGV[0], "engine.l1"), size: 4 << 20})
-      stored = engine.stack.set("k", "v")
-      read = engine.stack.get("k")
+      stored = engine.write("k", "v", tags: ["t"])
+      read = engine.fetch("k") { "computed" }
+      engine.invalidate_tags("t")
+      again = engine.fetch("k") { "computed" }
       engine.close
-      print [stored, read, defined?(ActiveSupport::Cache).inspect, defined?(ActiveRecord).inspect].join(" ")
+      print [stored, read, again, defined?(ActiveSupport::Cache).inspect, defined?(ActiveRecord).inspect].join(" ")
     RUBY
     with_tmpdir do |dir|
       out, err, status = Open3.capture3(RbConfig.ruby, "-rbundler/setup", "-I#{ROOT}/lib", "-e", script, dir)
 
       assert status.success?, err
-      assert_equal "true v nil nil", out
+      assert_equal "true v computed nil nil", out
     end
   end
 

@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "strata"
+require "strata/computations"
 require "strata/counters"
 require "strata/failure_reports"
 require "strata/meta/host_outages"
@@ -19,9 +20,29 @@ module Strata
   # retries, the outages' record, the adapter), goes to #report_failure, which counts it and,
   # once per outage of its kind (FailureReports), calls on_report with it.
   #
+  # It is also a cache of its own, on Strings, for code without Rails (#read, #read_multi,
+  # #write, #fetch, #delete, #increment, #invalidate_tags), over the same computations: a fetch
+  # inside another's block, the engine's or the adapter's, hands its stamps to the one around it.
+  #
+  #   engine = Strata::Engine.new(l1: {size: 64 << 20})
+  #   engine.fetch("bug/42/json", ttl: 300, tags: ["bugs/42"]) { render(bug).to_json }
+  #   engine.invalidate_tags("bugs/42")
+  #
+  # Computations: what runs in one fiber (the read-through of the innermost fetch, the innermost
+  # fetch_multi's, the Dependencies::Capture of the innermost computation) is kept in one
+  # fiber-local slot per engine (#execution_state), so that two engines never see each other's.
+  #
   # Thread safety: built once; what it holds is safe to use from many threads and processes.
   class Engine
+    # What one fiber has under way (#execution_state). read_through: the Strata::ReadThrough of
+    # the innermost fetch; multi: the innermost fetch_multi's read-throughs by key, multi_unread:
+    # whether that fetch_multi has yet to read its misses through; capture: the
+    # Dependencies::Capture of the innermost computation (#capturing).
+    ExecutionState = Struct.new(:read_through, :multi, :multi_unread, :capture)
+
     attr_reader :stack, :counters, :poller, :retries
+    # What else the Rails adapter takes as a tag (StrataStore#tag_ids), for #tag_ids' message.
+    MODEL_TAGS = ", or (through StrataStore) a saved Strata::Model record, a relation or model of one"
     # The SQL tier when it joins the app's transactions and has tiers above it, else nil.
     attr_reader :app_sql
 
@@ -47,6 +68,227 @@ module Strata
       @app_sql = tiers[:l3] if tiers.size > 1 && tiers[:l3]&.app_connections?
       @poller = Poller.start(@stack, on_error: on_error, interval: poll_interval, listen: poll_listen)
       @outages = host_outages(tiers)
+      @state_key = :"__strata_engine_#{object_id}"
+      @computations = Computations.new
+    end
+
+    # --- The cache on Strings ---------------------------------------------------------------
+    # key: a non-empty String. value: a String, which comes back in its encoding when that is
+    # binary, UTF-8 or US-ASCII (another comes back binary). ttl: seconds (> 0), nil: none.
+    # tags: Strings. A tier failure is a miss or a false write, reported (on_report).
+
+    # The value under key, or nil: missing, expired, built from a tag invalidated since, or not
+    # a String (an entry the Rails adapter serialized or compressed). A counter reads as its
+    # decimal digits.
+    def read(key)
+      check_key(key)
+      through = current_read_through(key)
+      string_of(noted(key, through ? through.get : @stack.get(key)))
+    end
+
+    # key => value for the keys #read would answer.
+    def read_multi(*keys)
+      keys = keys.flatten
+      keys.each { |key| check_key(key) }
+      values = {}
+      @stack.get_multi(keys).each do |key, bytes|
+        value = string_of(noted(key, bytes))
+        values[key] = value if value
+      end
+      values
+    end
+
+    # Stores value under key for ttl seconds, stamped with the current versions of tags (inside
+    # a #fetch of key: with what its computation depends on). False when no tier took it.
+    def write(key, value, ttl: nil, tags: nil)
+      check_key(key)
+      capture = current_state&.capture
+      if capture&.for?(key)
+        return false if capture.spoiled
+
+        stamps = capture.stamps
+      else
+        stamps = tag_stamps(tags)
+      end
+      bytes = string_entry(value, ttl, stamps)
+      through = read_through_of(key)
+      stored = through ? through.set(bytes, ttl: ttl) : @stack.set(key, bytes, ttl: ttl)
+      stored ? true : false
+    rescue ValueTooLargeError => error
+      report_failure(error)
+      false
+    end
+
+    # The value under key; on a miss, the block's (a String), written for ttl seconds, stamped
+    # with the versions of tags read before it runs and those of every stamped entry it reads.
+    # One caller per key computes at a time on this host (and across hosts with memcached),
+    # others wait up to fill_wait for its value (Stack#read_through).
+    def fetch(key, ttl: nil, tags: nil)
+      raise ArgumentError, "fetch needs a block" unless block_given?
+
+      check_key(key)
+      reading_through(key) do |through|
+        found = string_of(noted(key, through.get))
+        return found if found
+
+        capturing(key, tag_stamps(tags)) do
+          value = yield
+          raise TypeError, "the block of fetch(#{key.inspect}) returned #{value.class}, not a String" unless value.is_a?(String)
+
+          write(key, value, ttl: ttl)
+          value
+        end
+      end
+    end
+
+    # Removes key from every tier. Whether some tier held it.
+    def delete(key)
+      check_key(key)
+      through = current_read_through(key)
+      through ? through.delete : @stack.delete(key)
+    end
+
+    # Adds by (an Integer, negative to subtract) to the counter under key, atomically across the
+    # processes of a host (and the hosts, on memcached), and returns it. A missing key starts at
+    # by when it is positive, else at 0; a counter never goes below 0. nil when key holds
+    # something else, or the tiers failed.
+    def increment(key, by = 1, ttl: nil)
+      check_key(key)
+      raise TypeError, "increment by an Integer, got #{by.inspect}" unless by.is_a?(Integer)
+
+      (by >= 0) ? @stack.incr(key, by, ttl: ttl, initial: by) : @stack.decr(key, -by, ttl: ttl, initial: 0)
+    rescue ArgumentError
+      nil # the tier's answer for a value that is not a counter
+    end
+
+    # Gives each tag a new version: every entry stamped with an older one misses from then on.
+    # False when a tier could neither take a new version nor drop its old one (reported).
+    def invalidate_tags(*tags)
+      tags = tags.flatten
+      raise ArgumentError, "invalidate_tags needs at least one tag" if tags.empty?
+
+      invalidate(tag_ids(tags))
+    end
+
+    # --- What the adapter and the methods above share ---------------------------------------
+
+    # The tag ids of tags (non-empty Strings or Symbols), without repeats.
+    def tag_ids(tags)
+      ids = tags.map do |tag|
+        if !(tag.is_a?(String) || tag.is_a?(Symbol)) || tag.empty?
+          raise ArgumentError, "tags: a tag must be a non-empty String or Symbol#{MODEL_TAGS}, got #{tag.inspect}"
+        end
+
+        Dependencies.tag_id(tag.to_s)
+      end.uniq
+      raise ArgumentError, "tags: at most #{Entry::MAX_STAMPS} tags, got #{ids.size}" if ids.size > Entry::MAX_STAMPS
+
+      ids
+    end
+
+    # The current versions of tag ids, in order; a missing one is created.
+    def versions(ids)
+      ids.empty? ? Entry::NO_STAMPS : @stack.dependencies.versions(ids)
+    end
+
+    # New versions for tag ids, counted (Counters); one whose authority missed it is retried
+    # (Retries). False when a tier could neither take a new version nor drop its old one.
+    def invalidate(ids)
+      @counters.add(Counters::INVALIDATIONS)
+      @counters.add(Counters::VERSIONS_BUMPED, ids.size)
+      undone = []
+      done = begin
+        @stack.dependencies.bump(ids, undone)
+      rescue TierError => error
+        report_failure(error)
+        false
+      end
+      @retries.add_tags(undone) unless undone.empty? # the authority keeps the old versions meanwhile
+      done
+    end
+
+    # This fiber's ExecutionState, made on first use. The slot is read here and in
+    # #current_state only.
+    def execution_state
+      Thread.current[@state_key] ||= ExecutionState.new(nil, nil, false, nil)
+    end
+
+    # This fiber's ExecutionState, or nil before its first use.
+    def current_state
+      Thread.current[@state_key]
+    end
+
+    # The Strata::ReadThrough of the fetch of key running in this fiber, if any.
+    def current_read_through(key)
+      through = execution_state.read_through
+      through if through && through.key == key
+    end
+
+    # The read-through a write of key goes through: the current fetch's, or that of a
+    # fetch_multi's miss.
+    def read_through_of(key)
+      through = current_read_through(key)
+      return through if through
+
+      (throughs = execution_state.multi) && throughs[key]
+    end
+
+    # Runs the block as the read-through of key (Stack#read_through), yielding it: it is current
+    # in this fiber meanwhile (#current_read_through), and finished after. Inside the
+    # read-through of key already (a fetch of key inside its own block), the block runs in that
+    # one. host_probed: the host table was read for key just before, and held nothing live.
+    def reading_through(key, host_probed = false)
+      state = execution_state
+      outer = state.read_through
+      return yield(outer) if outer && outer.key == key
+
+      @stack.read_through(key, host_probed) do |through|
+        state.read_through = through
+        begin
+          yield through
+        ensure
+          state.read_through = outer
+        end
+      end
+    end
+
+    # Runs the block as the computation of the entries under keys (one key, or an Array),
+    # stamped with stamps ([[tag id, version], ...], read before the block, so that an
+    # invalidation during it makes the entry miss) and those of what the block reads (#noted).
+    # Its Dependencies::Capture is current in this fiber until the block ends; then the
+    # computation around it, if any, is current again, and depends on what it depended on.
+    def capturing(keys, stamps)
+      state = execution_state
+      outer = state.capture
+      capture = Dependencies::Capture.new(keys, stamps, outer)
+      @computations.enter
+      state.capture = capture
+      begin
+        yield capture
+      ensure
+        state.capture = outer
+        @computations.leave
+        if outer
+          outer.add(capture.words)
+          outer.spoil! if capture.spoiled
+        end
+      end
+    end
+
+    # Whether no computation runs in this process (Computations#idle?): a read may then skip
+    # its stamps.
+    def idle?
+      @computations.idle?
+    end
+
+    # bytes, read under key (nil: not known); when they are a stamped entry, the computation
+    # under way in this fiber depends on them too (Capture#read). Every read whose bytes are
+    # used passes them here. While no computation runs in the process, a hit looks nothing up.
+    def noted(key, bytes)
+      if bytes && !@computations.idle? && Entry.stamped?(bytes) && (capture = current_state&.capture)
+        capture.read(key, bytes)
+      end
+      bytes
     end
 
     # The names of the tiers that can't list their keys (delete_matched needs every one to).
@@ -78,6 +320,44 @@ module Strata
     end
 
     private
+
+    def check_key(key)
+      raise TypeError, "a key must be a String, got #{key.class}" unless key.is_a?(String)
+      raise ArgumentError, "a key must not be empty" if key.empty?
+    end
+
+    # [[tag id, version], ...] for tags (nil: none), read now.
+    def tag_stamps(tags)
+      return Entry::NO_STAMPS if tags.nil?
+
+      ids = tag_ids(tags.is_a?(Array) ? tags : [tags])
+      ids.zip(versions(ids))
+    end
+
+    # The entry bytes for the String value.
+    def string_entry(value, ttl, stamps)
+      raise TypeError, "a value must be a String, got #{value.class}" unless value.is_a?(String)
+      if ttl && !(ttl.is_a?(Numeric) && ttl > 0)
+        raise ArgumentError, "ttl must be nil or a number of seconds > 0, got #{ttl.inspect}"
+      end
+
+      expires_at = ttl ? Entry.milliseconds(Entry.now / 1000.0 + ttl) : 0
+      Entry.encode(value, flags: Entry.string_kind(value) || Entry::BINARY, expires_at: expires_at, stamps: stamps)
+    end
+
+    # The String value of bytes read (see #read), or nil.
+    def string_of(bytes)
+      return nil unless bytes
+      return bytes.dup if Entry.counter?(bytes)
+
+      entry = Entry.decode(bytes)
+      return nil if entry.expired? || entry.compressed? || !(encoding = entry.string_encoding)
+
+      entry.payload.force_encoding(encoding)
+    rescue CorruptError => error
+      report_failure(error)
+      nil
+    end
 
     # The stack's undurable: keys whose write or delete the SQL tier missed, deleted there once
     # it answers (Retries).

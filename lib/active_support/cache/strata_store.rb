@@ -16,7 +16,6 @@ require "active_support/cache/strata_store/codec"
 require "active_support/cache/strata_store/counted_multi_reads"
 require "active_support/cache/strata_store/fetch"
 require "active_support/cache/strata_store/local_cache_middleware"
-require "active_support/cache/strata_store/computations"
 require "active_support/cache/strata_store/unobserved_reads"
 require "active_support/cache/strata_store/unobserved_writes"
 
@@ -94,13 +93,6 @@ module ActiveSupport
       # and the engine's Strata::Stack, for stats and tools.
       attr_reader :engine, :stack
 
-      # What this store has under way in one fiber: the one place it keeps state per fiber, in
-      # one fiber-local slot of its own (Thread#[]; #execution_state), so that two stores never
-      # see each other's. read_through, the Strata::ReadThrough of the innermost fetch; multi, the
-      # innermost fetch_multi's read-throughs by key (for its write_multi_entries), multi_unread,
-      # whether that fetch_multi has yet to read its misses through (its one read_multi_entries);
-      # capture, the Strata::Dependencies::Capture of the innermost fetch block (#capturing).
-      ExecutionState = Struct.new(:read_through, :multi, :multi_unread, :capture)
       INVALIDATE_EVENT = "invalidate.strata"
       INVALIDATE_REPORTED = "strata.invalidate"
       # stamps_for's answer for a computation whose result must not be cached (Capture#spoiled).
@@ -146,16 +138,12 @@ module ActiveSupport
         super(options.merge(coder: nil))
         # After super: Rails 8.1's sets its own default.
         @max_key_size = max_key_size
-        # This store's fiber-local slot (#execution_state).
-        @state_key = :"__strata_store_#{object_id}"
-        @computations = Computations.new
         @engine = Strata::Engine.new(l1: l1, memcached: memcached, sql: sql, namespace: @options[:namespace], fill_wait: fill_wait,
           coherence_interval: coherence_interval, **polling,
           on_report: method(:told_failure))
         @stack = @engine.stack
         @counters = @engine.counters
         @read_hits = @counters.sink # count_read_hit, _operation_since: one C call each
-        @retries = @engine.retries
         @app_sql = @engine.app_sql
         @unlisted = @engine.unlisted_tiers
         # With L1 alone every write lands in the table, whose set and add copy a
@@ -218,7 +206,7 @@ module ActiveSupport
       def tag_versions(*tags)
         tags = tags.flatten
         ids = tag_ids(tags)
-        Strata::TagVersions.new(ids.zip(ids.empty? ? [] : @stack.dependencies.versions(ids)).to_h)
+        Strata::TagVersions.new(ids.zip(@engine.versions(ids)).to_h)
       end
 
       # Action View's fragment path (Strata::Fragments): runs the block, the `cache` helper's read
@@ -261,12 +249,8 @@ module ActiveSupport
 
         payload = {tags: tags.map(&:to_s), versions: ids.size, store: self.class.name}
         payload[:caller] = caller_locations(1, 1).first.to_s if Strata.trace_invalidations
-        @counters.add(Strata::Counters::INVALIDATIONS)
-        @counters.add(Strata::Counters::VERSIONS_BUMPED, ids.size)
         bumped = ActiveSupport::Notifications.instrument(INVALIDATE_EVENT, payload) do
-          undone = []
-          done = failsafe(false) { @stack.dependencies.bump(ids, undone) }
-          @retries.add_tags(undone) unless undone.empty? # the authority keeps the old versions meanwhile
+          done = @engine.invalidate(ids)
           local_cache&.clear # it serves entries without their stamps checked
           done
         end
@@ -340,30 +324,19 @@ module ActiveSupport
       def served_put_back(key, event)
         @counters.add(Strata::Counters::STALE_HITS)
         event[:stale] = true if event
-        through = current_read_through(key)
+        through = @engine.current_read_through(key)
         through.put_back_served = true if through
       end
 
       # The stored bytes for key, through the local cache when one is active (with none active the
       # LocalCache layer would only pass the call down), read through when a fetch of key is.
-      # A local cache serves the bytes it holds without the stack: their stamps are noted here
+      # A local cache serves the bytes it holds without the stack: their stamps are noted here (Strata::Engine#noted)
       # (it checks none: invalidate_tags clears it instead). Bytes the stack served are noted
       # twice, which adds nothing.
       def read_bytes(key, event)
         return stack_read(key, event) unless local_cache
 
-        noted(key, read_serialized_entry(key, event: event))
-      end
-
-      # bytes, read under key (nil: not known); when they are a stamped entry, the computation
-      # under way in this fiber depends on them too (Capture#read). Every read of the stack whose
-      # bytes the store uses passes them here. While no computation runs in the process
-      # (Computations), a hit looks nothing up.
-      def noted(key, bytes)
-        if bytes && !@computations.idle? && Strata::Entry.stamped?(bytes) && (capture = current_state&.capture)
-          capture.read(key, bytes)
-        end
-        bytes
+        @engine.noted(key, read_serialized_entry(key, event: event))
       end
 
       # Only read_entry and the LocalCache layer call this; raw is the layer's.
@@ -374,27 +347,8 @@ module ActiveSupport
       # The bytes under key: through the read-through of key when a fetch of it runs in this fiber
       # (Strata::ReadThrough#get: its first answer, until this fiber wrote or deleted key itself).
       def stack_read(key, event)
-        through = current_read_through(key)
-        noted(key, through ? through.get(event) : @stack.get(key, event))
-      end
-
-      # Runs the block as the read-through of key (Stack#read_through): its Strata::ReadThrough is
-      # current in this fiber meanwhile (current_read_through), and finished after. Inside the
-      # read-through of key already (a fetch of key inside its own block), the block runs in
-      # that one. host_probed: the host table was read for key just before, and held nothing live.
-      def reading_through(key, host_probed = false)
-        state = execution_state
-        outer = state.read_through
-        return yield if outer && outer.key == key
-
-        @stack.read_through(key, host_probed) do |through|
-          state.read_through = through
-          begin
-            yield
-          ensure
-            state.read_through = outer
-          end
-        end
+        through = @engine.current_read_through(key)
+        @engine.noted(key, through ? through.get(event) : @stack.get(key, event))
       end
 
       # The block's value; its run counted as a fill (Strata::Counters), with its time.
@@ -405,31 +359,6 @@ module ActiveSupport
         ensure
           @counters.fill(started)
         end
-      end
-
-      # This fiber's ExecutionState, made on first use. The slot is read here and in
-      # #current_state only (and inline in #stamps_for).
-      def execution_state
-        Thread.current[@state_key] ||= ExecutionState.new(nil, nil, false, nil)
-      end
-
-      # This fiber's ExecutionState, or nil before its first use.
-      def current_state
-        Thread.current[@state_key]
-      end
-
-      # The Strata::ReadThrough of the fetch of key running in this fiber, if any.
-      def current_read_through(key)
-        through = execution_state.read_through
-        through if through && through.key == key
-      end
-
-      # The fill a write of key goes through: the current fetch's, or that of a fetch_multi's miss.
-      def read_through_of(key)
-        through = current_read_through(key)
-        return through if through
-
-        (throughs = execution_state.multi) && throughs[key]
       end
 
       # Counted as a write operation (Strata::Counters), timed.
@@ -494,33 +423,16 @@ module ActiveSupport
       # not cached (Strata::TransactionTags): a fetch's result is left unwritten; a write deletes
       # the key, whose old value may not carry the tag. False: nothing was stored.
       def withheld(key)
-        delete_entry(key) unless current_state&.capture&.for?(key)
+        delete_entry(key) unless @engine.current_state&.capture&.for?(key)
         false
       end
 
-      # Runs the block as the computation of the entries under keys (one key, or an Array): the
-      # versions of tags are read first (before the block, so an invalidation during it makes the
-      # entry miss), and the stamps of what the block reads are added (#noted, Computations). Its
-      # Capture is current in this fiber until the block ends; then the computation around it,
-      # if any, is current again, and depends on what it depended on.
-      # as_of: a Strata::TagVersions read earlier (#tag_versions), whose versions stamp the entries
-      # instead of those read now.
-      def capturing(keys, tags, as_of = nil)
-        state = execution_state
-        outer = state.capture
-        capture = Strata::Dependencies::Capture.new(keys, tags ? stamps_of(tags, as_of) : Strata::Entry::NO_STAMPS, outer)
-        @computations.enter
-        state.capture = capture
-        begin
-          yield capture
-        ensure
-          state.capture = outer
-          @computations.leave
-          if outer
-            outer.add(capture.words)
-            outer.spoil! if capture.spoiled
-          end
-        end
+      # Runs the block as the computation of the entries under keys (Strata::Engine#capturing),
+      # stamped with the versions of tags, read now (before the block, so that an invalidation
+      # during it makes the entry miss), or those in as_of: a Strata::TagVersions read earlier
+      # (#tag_versions).
+      def capturing(keys, tags, as_of = nil, &block)
+        @engine.capturing(keys, tags ? stamps_of(tags, as_of) : Strata::Entry::NO_STAMPS, &block)
       end
 
       # The stamps the entry written under key carries: the computation's whose result it is;
@@ -528,7 +440,7 @@ module ActiveSupport
       # race_condition_ttl), those of the entry it read; else the versions of tags in as_of, or
       # their current versions (a write's versions are read when it is called).
       def stamps_for(key, tags, as_of = nil)
-        capture = Thread.current[@state_key]&.capture # #current_state's read, inline: every write comes here
+        capture = @engine.current_state&.capture
         if capture&.for?(key)
           if (loaded = capture.loaded) # a fragment's records: checked once, when it is written
             capture.loaded = nil
@@ -536,7 +448,7 @@ module ActiveSupport
           end
           return capture.spoiled ? SPOILED : capture.stamps
         end
-        if (words = current_read_through(key)&.read_stamps)
+        if (words = @engine.current_read_through(key)&.read_stamps)
           return words.each_slice(2).to_a
         end
         return Strata::Entry::NO_STAMPS unless tags
@@ -593,7 +505,7 @@ module ActiveSupport
       def stamps_of(tags, as_of)
         ids = tag_ids(tags)
         return Strata::Entry::NO_STAMPS if ids.empty?
-        return ids.zip(@stack.dependencies.versions(ids)) unless as_of
+        return ids.zip(@engine.versions(ids)) unless as_of
         raise TypeError, "as_of: must be a Strata::TagVersions (from tag_versions), got #{as_of.class}" unless as_of.is_a?(Strata::TagVersions)
 
         ids.map do |id|
@@ -606,21 +518,12 @@ module ActiveSupport
         end
       end
 
-      # The tag ids (Strata::Dependencies.tag_id) of tags: a String, a Symbol, a Strata::Model
-      # record, relation or model (#model_tag), or an Array of them.
+      # The tag ids (Strata::Engine#tag_ids) of tags: a String, a Symbol, a Strata::Model record,
+      # relation or model (#model_tag), or an Array of them.
       def tag_ids(tags)
-        ids = (tags.is_a?(Array) ? tags : [tags]).map do |tag|
-          tag = model_tag(tag) || tag unless tag.is_a?(String) || tag.is_a?(Symbol)
-          if !(tag.is_a?(String) || tag.is_a?(Symbol)) || tag.empty?
-            raise ArgumentError, "tags: a tag must be a non-empty String or Symbol, or a saved Strata::Model record, " \
-              "a relation or model of one, got #{tag.inspect}"
-          end
-
-          Strata::Dependencies.tag_id(tag.to_s)
-        end.uniq
-        raise ArgumentError, "tags: at most #{Strata::Entry::MAX_STAMPS} tags, got #{ids.size}" if ids.size > Strata::Entry::MAX_STAMPS
-
-        ids
+        @engine.tag_ids((tags.is_a?(Array) ? tags : [tags]).map do |tag|
+          (tag.is_a?(String) || tag.is_a?(Symbol)) ? tag : (model_tag(tag) || tag)
+        end)
       end
 
       def write_serialized_entry(key, payload, unless_exist: false, expires_in: nil, race_condition_ttl: nil, raw: false, **)
@@ -629,7 +532,7 @@ module ActiveSupport
 
       # Stores payload under key for ttl seconds (nil: no TTL), with add when unless_exist.
       def store_payload(key, payload, unless_exist, ttl)
-        through = read_through_of(key) # the write goes through it: see Strata::ReadThrough#set
+        through = @engine.read_through_of(key) # the write goes through it: see Strata::ReadThrough#set
         joined([key]) if @app_sql
         failsafe(false) do
           if unless_exist
@@ -676,9 +579,8 @@ module ActiveSupport
       # Counted as a delete operation (Strata::Counters), timed.
       def delete_entry(key, **)
         started = Strata::Clock.monotonic_us
-        through = current_read_through(key)
         joined([key]) if @app_sql
-        through ? through.delete : @stack.delete(key)
+        @engine.delete(key)
       ensure
         @read_hits._operation_since(Strata::Counters::DELETE, started)
       end
@@ -693,20 +595,20 @@ module ActiveSupport
       end
 
       def read_multi_entries(names, event: nil, **options)
-        state = execution_state
+        state = @engine.execution_state
         none_pending = !Strata::TransactionTags.current
         namespace = namespace_of(options)
         # A plain read: the host tier's bare Strings come back as values, keys made and stamps
         # checked in the same call, unless what a read's stamps are handed to (a transaction's
         # pending tags, a computation's dependencies) is waiting for them.
-        if !state.multi_unread && none_pending && @computations.idle? && (prefix = key_prefix(namespace)) &&
+        if !state.multi_unread && none_pending && @engine.idle? && (prefix = key_prefix(namespace)) &&
             (answer = @stack.get_multi_plain(names, prefix, @max_key_size, event))
           return plain_values(answer, namespace, event, options)
         end
 
         keys_to_names = normalized_keys(names, options, namespace)
         found = @stack.get_multi(keys_to_names.keys, event)
-        found.each { |key, bytes| noted(key, bytes) } unless @computations.idle?
+        found.each { |key, bytes| @engine.noted(key, bytes) } unless @engine.idle?
         if state.multi_unread
           state.multi_unread = false # only fetch_multi's own read reads through
           read_through_misses(keys_to_names.keys - found.keys, found, state.multi, event)
@@ -788,7 +690,7 @@ module ActiveSupport
       def read_through_misses(keys, found, throughs, event)
         keys.sort.each do |key|
           through = throughs[key] ||= @stack.read_through(key, true)
-          bytes = noted(key, through.get(event))
+          bytes = @engine.noted(key, through.get(event))
           found[key] = bytes if bytes
         end
       end
@@ -809,7 +711,7 @@ module ActiveSupport
         if options[:unless_exist]
           payloads.each { |key, payload| write_serialized_entry(key, payload, **options) }
         else
-          filled = payloads.select { |key, _| read_through_of(key) }
+          filled = payloads.select { |key, _| @engine.read_through_of(key) }
           filled.each { |key, payload| write_serialized_entry(key, payload, **options) }
           plain = filled.empty? ? payloads : payloads.except(*filled.keys)
           unless plain.empty?
@@ -849,10 +751,10 @@ module ActiveSupport
       end
 
       # Only the LocalCache layer calls this, for the entries it serves to read_multi and
-      # fetch_multi: their stamps count (#noted, with no key: a fetch_multi's own local hits count
+      # fetch_multi: their stamps count (Strata::Engine#noted, with no key: a fetch_multi's own local hits count
       # for the entries it computes, a false positive at worst).
       def deserialize_entry(payload, raw: false, **)
-        payload && failsafe(nil) { @codec.load(noted(nil, payload), raw) }
+        payload && failsafe(nil) { @codec.load(@engine.noted(nil, payload), raw) }
       end
 
       # Keys are bytes for the tiers: no escaping, and the namespace is read without merging the
@@ -919,15 +821,7 @@ module ActiveSupport
         options = merged_options(options)
         key = normalize_key(name, options)
         ttl = write_ttl(options[:expires_in], nil, true)
-        instrument(event, key, amount: amount) do
-          if delta >= 0
-            @stack.incr(key, delta, ttl: ttl, initial: delta)
-          else
-            @stack.decr(key, -delta, ttl: ttl, initial: 0)
-          end
-        rescue ArgumentError
-          nil # the tier's answer for a value that is not a counter; the arguments above are valid
-        end
+        instrument(event, key, amount: amount) { @engine.increment(key, delta, ttl: ttl) }
       end
 
       def key_matches?(key, matcher)

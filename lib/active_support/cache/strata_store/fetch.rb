@@ -73,7 +73,7 @@ module ActiveSupport
           options = merged || (options ? merged_options(options) : @options)
           return generate(name, key, options, started, watched, local, &block) if hidden || options[:force]
 
-          reading_through(key, probed) { fetch_through(name, key, options, version, watched, local, started, &block) }
+          @engine.reading_through(key, probed) { fetch_through(name, key, options, version, watched, local, started, &block) }
         end
 
         # Store#fetch_multi's contract (one cache_read_multi event with super_operation:
@@ -92,7 +92,7 @@ module ActiveSupport
           keys = names.map { |name| normalize_key(name, options) }
           # Hidden by a transaction's pending tags: computed and not cached (#storable?).
           read = !(options[:force] || hidden_by_transaction?(options))
-          state = execution_state
+          state = @engine.execution_state
           outer = state.multi
           state.multi = throughs = {}
           state.multi_unread = read
@@ -191,7 +191,7 @@ module ActiveSupport
         # and waited: the seconds the read-through waited on another caller's host lock or lease.
         def fetch_hit(name, options, entry, watched, started)
           if watched
-            through = execution_state.read_through
+            through = @engine.execution_state.read_through
             if through && (through.stale || through.waited || through.put_back_served)
               found = {}
               found[:stale] = true if through.stale || through.put_back_served

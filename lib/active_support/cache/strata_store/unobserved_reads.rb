@@ -29,7 +29,7 @@ module ActiveSupport
             # L1 alone, and L1 holds nothing under key (read once more, as the base read would,
             # which counts the miss and drops a stale copy): nil without the base read's options
             # and payload. Anything there goes the base way.
-            return nil if @stack.host_only? && !current_read_through(key) && absent?(key)
+            return nil if @stack.host_only? && !@engine.current_read_through(key) && absent?(key)
 
             return counted_read(Strata::Clock.monotonic_us) { super }
           end
@@ -56,14 +56,14 @@ module ActiveSupport
         # stamps checked in C (Stack#get_host_plain), unless what a read's stamps are handed to (a
         # transaction's pending tags, a computation's dependencies) is waiting for them.
         def host_hit(key, options, version, none_pending)
-          if @computations.idle? && (none_pending || !Strata::TransactionTags.current)
+          if @engine.idle? && (none_pending || !Strata::TransactionTags.current)
             return Codec::MISS unless (found = @stack.get_host_plain(key))
             return found if found.instance_of?(String)
 
             bytes = found.first
             none_pending = true
           else
-            bytes = noted(key, @stack.get_host(key))
+            bytes = @engine.noted(key, @stack.get_host(key))
           end
           bytes ? @codec.live_value(bytes, options[:raw], version, none_pending) : Codec::MISS
         rescue Strata::Error
