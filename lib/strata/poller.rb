@@ -23,7 +23,7 @@ module Strata
   # copy memcached holds that differs from the SQL tier's bytes, read after the row committed,
   # is deleted first. A copy equal to them stays (the writer's own, usually), and so does a key
   # with no copy: a fill's lease may be pending there, and a fill under a lease checks the SQL
-  # tier itself once it has committed (Stack#settle_fill). A key whose server is down in this
+  # tier itself once it has committed (Copies#settle_fill). A key whose server is down in this
   # process is deleted (on the gutter, and noted for the server's return). A key that could not
   # be settled (memcached unreachable, stopped, or down) is kept and settled again every
   # RESETTLE_INTERVAL, then dropped from L1 again, until its server answers (memcached is read

@@ -37,25 +37,17 @@ module Strata
 
     # list: the stack's Strata::TierList (its tiers, top first, and where their failures are
     # reported, noted in a call's info). fill_wait: seconds (> 0) a caller waits for
-    # another caller's fill. The stack's own steps, each called with (key, bytes, index):
-    # current, its stamp check of a stamped entry read at tier index (bytes, or nil when a stamp
-    # is out of date: then dropped there); backfill, its copy of bytes found at tier index into
-    # the tiers above. ttl_at: called as ttl_at.call(index, ttl),
-    # the TTL a fill written with ttl gets in tier index (the stack's cap on the host tier).
-    # settled: called as settled.call(key, bytes) once a fill under a lease has committed, when
-    # a tier below the lease keeps the invalidation log (Stack#settle_fill): false when the fill
-    # was taken back; nil: no such tier.
+    # another caller's fill. copies: the stack's Strata::Copies (the stamp check of an entry
+    # read, the copy of what was found below into the tiers above, the host tier's TTL cap, the
+    # settle of a fill under a lease against the tier with the log).
     # counters: a Strata::Counters for the waits on a host lock or lease and the stale hits
     # served, or nil.
-    def initialize(list, fill_wait, current:, backfill:, ttl_at:, settled: nil, counters: nil)
+    def initialize(list, fill_wait, copies, counters: nil)
       @list = list
       @tiers = list.tiers
       @names = list.names
       @fill_wait = fill_wait
-      @current = current
-      @backfill = backfill
-      @ttl_at = ttl_at
-      @settled = settled
+      @copies = copies
       @counters = counters
       @host_index = list.index_of(:host)
       @lease_tiers = list.capable(:leases)
@@ -78,7 +70,7 @@ module Strata
         else
           @list.safely(index, info) { @tiers[index].get(key) }
         end
-        bytes = @current.call(key, bytes, index) if bytes && !@lease_tiers[index] && !@tombstone_tiers[index] && Entry.stamped?(bytes)
+        bytes = @copies.current(key, bytes, index) if bytes && !@lease_tiers[index] && !@tombstone_tiers[index] && Entry.stamped?(bytes)
         return found(key, bytes, index, info, through) if bytes
 
         if index == @host_index
@@ -137,7 +129,7 @@ module Strata
           fill_write(key, bytes, ttl, through, index)
         end
       else
-        @backfill.call(key, bytes, index)
+        @copies.backfill(key, bytes, index)
       end
       bytes
     end
@@ -254,7 +246,7 @@ module Strata
     # over there (see #fill_write).
     def fenced_read(key, index, through, info)
       bytes, tombstone = @list.safely(index, info) { @tiers[index].get_for_fill(key) }
-      if bytes && Entry.stamped?(bytes) && !@current.call(key, bytes, index)
+      if bytes && Entry.stamped?(bytes) && !@copies.current(key, bytes, index)
         # Out of date by its stamps, and now deleted: read the delete's tombstone to fill over.
         bytes, tombstone = @list.safely(index, info) { @tiers[index].get_for_fill(key) }
         bytes = checked(key, bytes, index)
@@ -265,7 +257,7 @@ module Strata
 
     # bytes (nil included) unless they are a stamped entry that is out of date (see current).
     def checked(key, bytes, index)
-      (bytes && Entry.stamped?(bytes)) ? @current.call(key, bytes, index) : bytes
+      (bytes && Entry.stamped?(bytes)) ? @copies.current(key, bytes, index) : bytes
     end
 
     # Sleeps interval; the next one, doubled up to MAX_POLL_INTERVAL, so long waits poll gently.
@@ -310,12 +302,12 @@ module Strata
         end
         host = index == @host_index
         # Without its lock (the word was another key's) nothing would refuse a copy of a value
-        # changed since its commit below: the next read copies it up from there (Stack#backfill).
+        # changed since its commit below: the next read copies it up from there (Copies#backfill).
         return true if host && through.host_lock.nil? && (committed || !written.empty?)
 
         begin
           # The host tier's fence is the fill lock (a write or delete of the key marks it).
-          added = @tiers[index].add_for_fill(key, bytes, host ? through.host_lock : through.tombstone(index), ttl: @ttl_at.call(index, ttl))
+          added = @tiers[index].add_for_fill(key, bytes, host ? through.host_lock : through.tombstone(index), ttl: @copies.ttl_at(index, ttl))
         rescue TierError, ValueTooLargeError => error
           @list.failed(error, index, nil)
           @list.drop(key, index) if error.is_a?(ValueTooLargeError)
@@ -351,10 +343,10 @@ module Strata
         take_back(key, bytes, written)
         return false
       end
-      return true unless @settled && through.lease_index < bottom
+      return true unless @copies.announcing? && through.lease_index < bottom
 
-      # settled takes the copies back itself when the tier with the log holds something else
-      @settled.call(key, bytes)
+      # settle_fill takes the copies back itself when the tier with the log holds something else
+      @copies.settle_fill(key, bytes)
     end
 
     # Removes the copies of bytes a refused fill wrote into the tiers at indexes written. A tier

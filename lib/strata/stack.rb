@@ -4,6 +4,7 @@ require "strata/errors"
 require "strata/tier_list"
 require "strata/entry"
 require "strata/dependencies"
+require "strata/copies"
 require "strata/single_flight"
 
 module Strata
@@ -80,7 +81,6 @@ module Strata
       leased = @list.index_of(:leases)
       below_lease = leased ? (@tiers.size - 1).downto(leased + 1).to_a : []
       @unfenced_below_lease = below_lease.reject { |index| @tiers[index].capabilities[:tombstones] }.freeze
-      @announce_at = announcing_tier
       @undurable = undurable
       # The bottom tier's index when it keeps tombstones (the durable tier), else nil.
       @durable = (@tiers.size - 1) if @tiers.last.capabilities[:tombstones]
@@ -89,13 +89,9 @@ module Strata
         raise ArgumentError, "host_ttl must be nil or a number of seconds > 0, got #{host_ttl.inspect}"
       end
 
-      # The index of the tier whose TTLs are capped (#ttl_at), or nil.
-      @capped = host_ttl && @host_index
       @host_ttl = host_ttl&.to_f
-      @single_flight = if fill_wait > 0
-        SingleFlight.new(@list, fill_wait, current: method(:current), backfill: method(:backfill),
-          ttl_at: method(:ttl_at), settled: @announce_at && method(:settle_fill), counters: counters)
-      end
+      @copies = Copies.new(@list, @dependencies, host_ttl: host_ttl)
+      @single_flight = (SingleFlight.new(@list, fill_wait, @copies, counters: counters) if fill_wait > 0)
     end
 
     # The tag versions kept in these tiers (Strata::Dependencies).
@@ -132,10 +128,10 @@ module Strata
           @list.failed(error, index, info)
           nil
         end
-        bytes = current(key, bytes, index) if bytes && Entry.stamped?(bytes)
+        bytes = @copies.current(key, bytes, index) if bytes && Entry.stamped?(bytes)
         if bytes
           info[:tier] = @names[index] if info
-          backfill(key, bytes, index) if index > 0
+          @copies.backfill(key, bytes, index) if index > 0
           return bytes
         end
         index += 1
@@ -203,19 +199,19 @@ module Strata
         hits = begin
           tier.get_multi(missing)
         rescue TierError => error
-          partial_result(error, index, info)
+          @list.answered(error, index, info)
         end
         next if hits.empty?
 
         info[:tier] = @names[index] if info
         copied = {}
         hits.each do |key, bytes|
-          next unless !Entry.stamped?(bytes) || current(key, bytes, index)
+          next unless !Entry.stamped?(bytes) || @copies.current(key, bytes, index)
 
           found[key] = bytes
-          copied[key] = index if index > 0 && copy_up(key, bytes, index)
+          copied[key] = index if index > 0 && @copies.copy_up(key, bytes, index)
         end
-        settle_multi(found, copied) unless copied.empty? # as #backfill does
+        @copies.settle_multi(found, copied) unless copied.empty? # as #backfill does
         missing = keys.reject { |key| found.key?(key) } if index + 1 < @tiers.size
       end
       found
@@ -260,12 +256,12 @@ module Strata
           next false
         end
         if token_at && index == token_at
-          token = tier.set(key, bytes, ttl: ttl_at(index, ttl), token: true)
+          token = tier.set(key, bytes, ttl: @copies.ttl_at(index, ttl), token: true)
           if token
             lowest = index # the bottom tier: the first to store
             next true
           end
-        elsif tier.set(key, bytes, ttl: ttl_at(index, ttl))
+        elsif tier.set(key, bytes, ttl: @copies.ttl_at(index, ttl))
           lowest ||= index
           next true
         end
@@ -277,7 +273,7 @@ module Strata
       end
       return missed_below(key) if stored == :undurable
 
-      settle(key, bytes, lowest, token) if lowest && lowest > 0
+      @copies.settle(key, bytes, lowest, token) if lowest && lowest > 0
       stored && !refused
     end
 
@@ -327,7 +323,7 @@ module Strata
 
         @list.failed(TierError.new("#{@names[index]} did not store #{refusals} of #{plain.size} values", tier: @names[index]), index)
       end
-      settle_multi(plain, lowest, tokens)
+      @copies.settle_multi(plain, lowest, tokens)
       plain.each_key { |key| results[key] = lowest.key?(key) && !refused.key?(key) }
       missed_below_multi(missed, results) if missed
       results
@@ -338,7 +334,7 @@ module Strata
     # of date counts as absent: it is dropped, and the add tried again once.
     def add(key, bytes, ttl: nil)
       added = write_tiers(key, @top_down) do |tier, index|
-        tier_ttl = ttl_at(index, ttl)
+        tier_ttl = @copies.ttl_at(index, ttl)
         next true if tier.add(key, bytes, ttl: tier_ttl)
         next true if outdated?(key, index) && tier.add(key, bytes, ttl: tier_ttl)
 
@@ -372,7 +368,7 @@ module Strata
       done = begin
         @tiers[@durable].delete_multi(keys)
       rescue TierError => error
-        partial_result(error, @durable)
+        @list.answered(error, @durable)
       end
       gone = keys.select { |key| done.key?(key) }
       @durable.times { |index| @list.safely(index) { @tiers[index].delete_multi(gone) } } unless gone.empty?
@@ -390,7 +386,7 @@ module Strata
         results = begin
           @tiers[index].delete_multi(keys)
         rescue TierError => error
-          partial_result(error, index)
+          @list.answered(error, index)
         end
         results.each { |key, was_there| deleted[key] = true if was_there }
         # The durable tier still holds what these deletes remove: deleted there later (Retries).
@@ -494,26 +490,14 @@ module Strata
     # get_current said false): read again, and checked through the lower tiers' versions.
     def host_settled(key)
       bytes = @tiers[0].probe(key)
-      (bytes && Entry.stamped?(bytes)) ? current(key, bytes, 0) : bytes
-    end
-
-    # Stamped entry bytes read at tier index: bytes when every stamp is current, else nil, and
-    # the tier's copy is deleted: it can never be current again, and a fill can then take its
-    # place. Malformed bytes are left to the reader, which reports them.
-    def current(key, bytes, index)
-      return bytes if @dependencies.current?(bytes)
-
-      @list.drop(key, index)
-      nil
-    rescue CorruptError
-      bytes
+      (bytes && Entry.stamped?(bytes)) ? @copies.current(key, bytes, 0) : bytes
     end
 
     # Whether tier index holds a stamped entry under key that is out of date (now dropped). A
     # read that fails says no (reported): the add then stays refused, as it was.
     def outdated?(key, index)
       held = @list.safely(index) { @tiers[index].get(key) }
-      held && Entry.stamped?(held) && !current(key, held, index)
+      held && Entry.stamped?(held) && !@copies.current(key, held, index)
     end
 
     # Yields each tier, in the order of indexes, for a write; true when some tier's write returned
@@ -567,7 +551,7 @@ module Strata
       dropped = begin
         @tiers[index].delete_multi(unanswered)
       rescue TierError => error
-        partial_result(error, index)
+        @list.answered(error, index)
       end
       kept = unanswered.reject { |key| dropped.key?(key) }
       kept.each { |key| refused[key] = true }
@@ -600,48 +584,16 @@ module Strata
     # The durable tier missed a change of key (see new's undurable): the copies above it go
     # too, and the caller hears of the key. False: the change was not made.
     def missed_below(key)
-      take_back_copies(key, @durable)
+      @copies.take_back_copies(key, @durable)
       @undurable.call([key])
       false
-    end
-
-    # After a bottom-up write of bytes that tier lowest took: when that tier now holds something
-    # else, a later writer got there after us, and our copies above it may be older than its
-    # value. They are dropped, and refill from below. Whichever writer stored last at the bottom,
-    # the copies above end up its value or absent: its own writes above come after every earlier
-    # writer's, and a slower writer's copies above are dropped by that writer's own check.
-    # Whether the copies stayed.
-    #
-    # When lowest is the tier whose log tells other hosts of changes and a shared tier above
-    # it (memcached) held a dropped copy, another host may have taken that copy into its L1
-    # after its poller applied the change it is older than: a key row goes to the log, and
-    # every poller drops it again (the ordering rule, docs/coherence.md).
-    #
-    # token: what the write to lowest answered, when it gave a token (Tier write_tokens): the
-    # tier is then asked whether it still holds that write, and the value is not read back.
-    def settle(key, bytes, lowest, token = nil)
-      # Not the app's read: uncounted.
-      held = @list.safely(lowest) { token.is_a?(Integer) ? @tiers[lowest].holds?(key, token) : @tiers[lowest].peek(key) == bytes }
-      return true if held
-
-      take_back_copies(key, lowest)
-      announce([key]) if lowest == @announce_at
-      false
-    end
-
-    # After a fill under a lease committed bytes (Strata::SingleFlight): #settle against the
-    # tier with the log, whose value the fill copied up or added to. A fill that read that tier
-    # before a change and committed after its row was applied would otherwise leave its value
-    # in memcached for good. Whether the fill stayed.
-    def settle_fill(key, bytes)
-      settle(key, bytes, @announce_at)
     end
 
     # tier index's set_multi of entries: [{key => stored}, whether a failure was reported]. A key
     # the tier did not answer for (it failed, wholly or on one server) is absent.
     def set_multi_on(index, entries, ttl)
       tier = @tiers[index]
-      tier_ttl = ttl_at(index, ttl)
+      tier_ttl = @copies.ttl_at(index, ttl)
       tokens = index == @token_at && entries.each_value.any? { |bytes| bytes.bytesize >= WRITE_TOKEN_MIN }
       [tokens ? tier.set_multi(entries, ttl: tier_ttl, tokens: true) : tier.set_multi(entries, ttl: tier_ttl), false]
     rescue PartialError => error
@@ -650,53 +602,6 @@ module Strata
     rescue TierError => error
       @list.failed(error, index)
       [NO_HITS, true]
-    end
-
-    # #settle for many keys (lowest: key => the tier index whose bytes, entries[key], were
-    # written or copied above it; tokens: key => the token that write answered, if any): read
-    # back from those tiers, one peek_multi per tier (one write_tokens for the keys with tokens);
-    # where it now holds something else (or can't say), the copies above are dropped.
-    def settle_multi(entries, lowest, tokens = NO_HITS)
-      lowest.reject { |_key, index| index.zero? }.group_by { |_key, index| index }.each do |index, pairs|
-        with_tokens, keys = pairs.map(&:first).partition { |key| tokens.key?(key) }
-        changed = []
-        unless keys.empty?
-          current = read_back(index) { |tier| tier.peek_multi(keys) }
-          changed.concat(keys.reject { |key| current[key] == entries[key] })
-        end
-        unless with_tokens.empty?
-          current = read_back(index) { |tier| tier.write_tokens(with_tokens) }
-          changed.concat(with_tokens.reject { |key| current[key] == tokens[key] })
-        end
-        changed.each { |key| take_back_copies(key, index) }
-        announce(changed) if index == @announce_at && !changed.empty?
-      end
-    end
-
-    # What the block read back from the tier at index (settle_multi): a Hash, the part of it
-    # answered when the tier failed (PartialError), reported.
-    def read_back(index)
-      yield @tiers[index]
-    rescue TierError => error
-      partial_result(error, index)
-    end
-
-    # Appends a key row for each of keys to the log of the tier at @announce_at (see #settle).
-    def announce(keys)
-      @list.safely(@announce_at) { @tiers[@announce_at].log_keys(keys) }
-    end
-
-    # The index of the tier whose invalidation log tells other hosts of changes (the SQL tier
-    # with invalidation_log) when a tier other hosts also read (not the host tier) sits above
-    # it; else nil.
-    def announcing_tier
-      index = @tiers.index { |tier| tier.capabilities[:invalidation_log] }
-      index if index && (0...index).any? { |above| !@tiers[above].capabilities[:host] }
-    end
-
-    # Drops key from every tier above index.
-    def take_back_copies(key, index)
-      (index - 1).downto(0) { |above| @list.drop(key, above) }
     end
 
     def count(operation, key, amount, ttl, initial)
@@ -710,53 +615,6 @@ module Strata
       end
       @tiers.each_index { |index| @list.drop(key, index) if @counter_tiers[index] && index != @counters }
       value
-    end
-
-    # Copy bytes found at tier index into the tiers above it, keeping the remaining time to live,
-    # then settle them as a write does: a write or delete that reached tier index after our read
-    # may have reached the tiers above before our copies did (writes and deletes go bottom-up),
-    # and our copies would then hide it for their whole TTL. When tier index no longer holds bytes
-    # (or can't say), the copies are dropped, and the next read refills from below.
-    def backfill(key, bytes, index)
-      settle(key, bytes, index) if copy_up(key, bytes, index)
-    end
-
-    # Copies bytes found at tier index into the tiers above it, keeping the remaining time to
-    # live. Counters are not copied: only their own tier may change them. Whether it copied.
-    def copy_up(key, bytes, index)
-      return false unless Entry.entry?(bytes)
-
-      expires_at = Entry.expires_at(bytes)
-      ttl = nil
-      if expires_at != 0
-        ttl = (expires_at - Entry.now) / 1000.0
-        return false if ttl <= 0
-      end
-      index.times do |above|
-        @tiers[above].set(key, bytes, ttl: ttl_at(above, ttl))
-      rescue ValueTooLargeError
-        next
-      rescue TierError => error
-        @list.failed(error, above)
-      end
-      true
-    rescue CorruptError
-      false # the reader decodes these bytes too and reports them
-    end
-
-    # A multi-key call on tier index failed: reports it and returns what the tier's healthy
-    # servers did (PartialError), else nothing.
-    def partial_result(error, index, info = nil)
-      @list.failed(error, index, info)
-      error.is_a?(PartialError) ? error.result : NO_HITS
-    end
-
-    # The TTL an entry written with ttl (seconds; nil or 0: none) gets in tier index: ttl, but
-    # at most host_ttl in the host tier when new was given one.
-    def ttl_at(index, ttl)
-      return ttl unless index == @capped
-
-      (ttl.nil? || ttl == 0 || ttl > @host_ttl) ? @host_ttl : ttl
     end
   end
 end

@@ -23,7 +23,7 @@ module Strata
     # write_tokens: #set takes token: true and #set_multi tokens: true, and may then answer, for
     #           what they stored, a token (an Integer) in place of true that only that write
     #           gave; #holds? and #write_tokens tell later whether key still holds that write,
-    #           without reading its value back (Stack#settle).
+    #           without reading its value back (Copies#settle).
     # listing:  #keys lists the keys it holds (a networked tier can't).
     # sweeping: #cleanup drops its expired entries and answers how many.
     # invalidation_log: every change also appends to a log that other hosts' pollers read
@@ -95,7 +95,7 @@ module Strata
       [{}, {}, names.to_a]
     end
 
-    # Optional. #get for the stack's read-back of its own write (Stack#settle): a tier that keeps
+    # Optional. #get for the stack's read-back of its own write (Copies#settle): a tier that keeps
     # hit and miss counts leaves them alone, so that they count the app's reads only.
     def peek(key)
       get(key)
@@ -108,7 +108,7 @@ module Strata
       get(key)
     end
 
-    # Optional. #get_multi for the stack's read-back of its own writes (Stack#settle_multi),
+    # Optional. #get_multi for the stack's read-back of its own writes (Copies#settle_multi),
     # uncounted like #peek.
     def peek_multi(keys)
       get_multi(keys)

@@ -67,6 +67,15 @@ module Strata
       fallback
     end
 
+    # A multi-key call on tier index failed: reports error (#failed) and returns what the
+    # tier's healthy servers did (PartialError), else nothing.
+    def answered(error, index, info = nil)
+      failed(error, index, info)
+      error.is_a?(PartialError) ? error.result : NOTHING
+    end
+
+    NOTHING = {}.freeze
+
     # Deletes key from tier index, best effort: a failure is reported, not raised.
     def drop(key, index)
       @tiers[index].delete(key)

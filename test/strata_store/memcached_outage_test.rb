@@ -62,7 +62,7 @@ class StrataStoreMemcachedOutageTest < Strata::StoreCase
     assert_equal 1, cache.increment(counted)
     assert_nil cache.read(absent[0])
     assert_equal({}, cache.read_multi(*absent[1, 2]))
-    # Four reads: the write's read back (Stack#settle), the read and the read_multi's two keys.
+    # Four reads: the write's read back (Copies#settle), the read and the read_multi's two keys.
     assert_equal({gutter_reads: reads + 4, gutter_writes: 2, gutter_deletes: 1, recovery_deletes: 0, recovery_flushes: 0},
       gutter_figures(cache))
 

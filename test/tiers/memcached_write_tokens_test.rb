@@ -7,7 +7,7 @@ require "strata/tiers/memcached"
 require "strata/tiers/shared_memory"
 
 # Write tokens over memcached: a write answers the CAS its item got, and the stack's read-back of
-# its own write (Stack#settle) compares that CAS instead of reading the value again. A server with
+# its own write (Copies#settle) compares that CAS instead of reading the value again. A server with
 # E (newer ones: Debian 13's 1.6.38) takes a CAS the client chose; one without
 # (Debian 12's 1.6.18) says its own after a single set, and a quiet set_multi then answers no
 # token. bin/test runs these against both (its second pair of memcached instances is Debian 13's

@@ -89,7 +89,7 @@ module Strata
         # Appends a key row for each of keys, in one transaction, and changes nothing else: every
         # host's poller then drops its copies of them (Strata::Poller). For a copy that a shared
         # tier (memcached) held after the change it was older than was applied, and that another
-        # host may have taken into its L1 meanwhile (Stack#settle, docs/coherence.md). Nothing
+        # host may have taken into its L1 meanwhile (Copies#settle, docs/coherence.md). Nothing
         # without the log.
         def log_keys(keys)
           return unless @logging && !keys.empty?
