@@ -14,7 +14,12 @@ require "strata/transaction_tags"
 require "strata/tag_versions"
 require "active_support/cache/strata_store/codec"
 require "active_support/cache/strata_store/counted_multi_reads"
+require "active_support/cache/strata_store/counting"
+require "active_support/cache/strata_store/failures"
 require "active_support/cache/strata_store/fetch"
+require "active_support/cache/strata_store/keys"
+require "active_support/cache/strata_store/multi_entries"
+require "active_support/cache/strata_store/tags"
 require "active_support/cache/strata_store/local_cache_middleware"
 require "active_support/cache/strata_store/unobserved_reads"
 require "active_support/cache/strata_store/unobserved_writes"
@@ -82,7 +87,15 @@ module ActiveSupport
         true
       end
 
-      include Fetch
+      # What this file does not hold (strata_store/*.rb):
+      include Fetch        # fetch and fetch_multi, with single-flight and the block's capture
+      include Tags         # tags:, as_of:, fragments, invalidate_tags
+      include MultiEntries # read_multi, write_multi, delete_multi
+      include Keys         # normalize_key, namespace=, max_key_size, delete_matched's matchers
+      include Counting     # increment, decrement, read_counter, write_counter
+      include Failures     # a tier failure: a miss or a false write, and one report
+      # The layers over the hooks: the local cache, and the hit and write paths taken when
+      # nobody subscribes to their events.
       prepend Strategy::LocalCache
       prepend LocalCacheMiddleware unless Strategy::LocalCache.method_defined?(:new_local_cache)
       prepend UnobservedReads
@@ -149,115 +162,6 @@ module ActiveSupport
         # With L1 alone every write lands in the table, whose set and add copy a
         # Strata::Entry::Split into place: a large value is copied once (Codec#dump).
         @split_writes = @stack.tier_names == [:l1]
-      end
-
-      # Add amount to the integer under name, atomically across every process sharing the table,
-      # and return the new value. A missing key starts at amount (expires_in applies then); a value
-      # that is not a counter (written without raw: true) gives nil, as with MemCacheStore.
-      def increment(name, amount = 1, options = nil)
-        count(:increment, name, amount, Integer(amount), options)
-      end
-
-      # Like increment, subtracting. A missing key starts at 0; counters never go below 0.
-      def decrement(name, amount = 1, options = nil)
-        count(:decrement, name, amount, -Integer(amount), options)
-      end
-
-      unless method_defined?(:read_counter)
-        # Rails 8.1's Store#read_counter, for the lines before it: the Integer under name, as
-        # increment, decrement and write_counter leave it (a raw read); nil when there is none.
-        def read_counter(name, **options)
-          options = merged_options(options).merge(raw: true)
-          read(name, **options)&.to_i
-        end
-
-        # Rails 8.1's Store#write_counter, for the lines before it: value (to_i) written raw under
-        # name, a counter increment and decrement then change (in the tier counters live in:
-        # memcached, else L1; not in SQL).
-        def write_counter(name, value, **options)
-          options = merged_options(options).merge(raw: true)
-          write(name, value.to_i, **options)
-        end
-      end
-
-      unless method_defined?(:namespace=)
-        # Rails 8.1's Store#namespace and #namespace=, for the lines before it.
-        def namespace
-          @options[:namespace]
-        end
-
-        # Keys are made under the new namespace from the next call on, on every path: they all
-        # read it from the store's options per call. The L1 table stays the one the namespace
-        # given to new chose (its default path).
-        def namespace=(namespace)
-          @options[:namespace] = namespace
-        end
-      end
-
-      # The current versions of tags (Strings or Symbols), read now, one read per tier for all of
-      # them: a Strata::TagVersions for fetch's, write's or write_multi's `as_of:`, which stamps
-      # the entry with these versions instead of those read by the call. For a value computed
-      # from data loaded after this and before that call: a change committed in between makes
-      # the entry miss, where versions read after the load would cover it for good.
-      #
-      #   as_of = Rails.cache.tag_versions(post.cache_tag)
-      #   fresh = Post.includes(:comments).find(post.id)   # loaded after the versions
-      #   Rails.cache.fetch(post, tags: post.cache_tag, as_of: as_of) { render(fresh) }
-      def tag_versions(*tags)
-        tags = tags.flatten
-        ids = tag_ids(tags)
-        Strata::TagVersions.new(ids.zip(@engine.versions(ids)).to_h)
-      end
-
-      # Action View's fragment path (Strata::Fragments): runs the block, the `cache` helper's read
-      # of the fragment under key (a controller's combined fragment key) and, on a miss, its
-      # render and write, as the computation of the fragment's entry, as #fetch runs its block:
-      # the versions of its tags are read first, and what it reads inside (inner fragments,
-      # fetches) is added to its stamps and to those of the computation around it. The tags:
-      # those in options (tags: takes what #fetch's does) and the Strata::Model records and
-      # relations in name. Yields the options the helper goes on with.
-      def fragment(key, name, options)
-        options = options ? options.dup : {}
-        tags = fragment_tags(name, options[:tags])
-        options[:tags] = tags unless tags.empty?
-        merged = merged_options(options)
-        capturing(normalize_key(key, merged), tags.empty? ? nil : tags, merged[:as_of]) do |capture|
-          capture.loaded = [name, options[:tags]] unless tags.empty? # checked if it is written (#stamps_for)
-          yield options
-        end
-      end
-
-      # Gives each tag a new version: every entry stamped with an older one (written with tags:,
-      # or built by a fetch that read such an entry) misses from then on. In this process the
-      # next read misses; in other processes sharing the L1 table too; on other hosts within
-      # poll_interval where a poller runs, else coherence_interval (docs/coherence.md). One
-      # write per tier and tag, however many entries depend on it. Emits invalidate.strata with
-      # tags:, versions: (how many were bumped: one per distinct tag), store: and, when
-      # Strata.trace_invalidations, caller: (the calling line). False when a tier could neither
-      # take a new version nor drop its old one (reported).
-      #
-      # Called while an Active Record transaction is open in this thread (joinable: not a
-      # test's own), the bump waits for its commit and a rollback makes none; until then this
-      # thread neither serves nor caches what depends on the tags (Strata::TransactionTags#defer).
-      # True then.
-      def invalidate_tags(*tags)
-        tags = tags.flatten
-        raise ArgumentError, "invalidate_tags needs at least one tag" if tags.empty?
-
-        ids = tag_ids(tags)
-        return true if Strata::TransactionTags.defer(self, tags.map(&:to_s))
-
-        payload = {tags: tags.map(&:to_s), versions: ids.size, store: self.class.name}
-        payload[:caller] = caller_locations(1, 1).first.to_s if Strata.trace_invalidations
-        bumped = ActiveSupport::Notifications.instrument(INVALIDATE_EVENT, payload) do
-          done = @engine.invalidate(ids)
-          local_cache&.clear # it serves entries without their stamps checked
-          done
-        end
-        # Once bumped (a deferred bump reports when its transaction commits); the event's
-        # source_location is the caller's line (caller_depth 2).
-        ActiveSupport.event_reporter&.notify(INVALIDATE_REPORTED, {tags: payload[:tags], versions: ids.size}, caller_depth: 2) if REPORTS_EVENTS
-        bumped
       end
 
       # Delete every entry whose key matches matcher, and return how many were deleted. matcher is
@@ -395,137 +299,6 @@ module ActiveSupport
         value.instance_of?(String) && value.bytesize >= Strata::Entry::SPLIT_MIN && !(local && local_cache)
       end
 
-      # Whether options' tags: name a tag a transaction open in this thread changed: the fetch
-      # then runs as with force: true (no read), and its write is withheld (#write_entry). nil
-      # (not hidden either) when there are tags and no transaction has any pending.
-      def hidden_by_transaction?(options)
-        tags = options[:tags]
-        return false unless tags
-
-        Strata::TransactionTags.current ? Strata::TransactionTags.hides_ids?(tag_ids(tags)) : nil
-      end
-
-      # Whether an entry with stamps may be stored. Not when a transaction open in this thread
-      # changed one of their tags (Strata::TransactionTags), nor when they are more than an entry
-      # holds (Strata::Entry::MAX_STAMPS): a computation that read entries of that many tags. That
-      # one is reported (Strata::TooManyStampsError) and not cached: an entry without all of its
-      # dependencies would outlive their invalidation.
-      def storable?(key, stamps)
-        return false if stamps.equal?(SPOILED) || Strata::TransactionTags.hides?(stamps)
-        return true if stamps.size <= Strata::Entry::MAX_STAMPS
-
-        report_failure(Strata::TooManyStampsError.new("#{key}: #{stamps.size} dependency stamps, an entry holds at most " \
-          "#{Strata::Entry::MAX_STAMPS}; not cached"))
-        false
-      end
-
-      # A value that depends on changes a transaction open in this thread has not committed is
-      # not cached (Strata::TransactionTags): a fetch's result is left unwritten; a write deletes
-      # the key, whose old value may not carry the tag. False: nothing was stored.
-      def withheld(key)
-        delete_entry(key) unless @engine.current_state&.capture&.for?(key)
-        false
-      end
-
-      # Runs the block as the computation of the entries under keys (Strata::Engine#capturing),
-      # stamped with the versions of tags, read now (before the block, so that an invalidation
-      # during it makes the entry miss), or those in as_of: a Strata::TagVersions read earlier
-      # (#tag_versions).
-      def capturing(keys, tags, as_of = nil, &block)
-        @engine.capturing(keys, tags ? stamps_of(tags, as_of) : Strata::Entry::NO_STAMPS, &block)
-      end
-
-      # The stamps the entry written under key carries: the computation's whose result it is;
-      # during the read-through of key, before its block (Rails putting the stale entry back for
-      # race_condition_ttl), those of the entry it read; else the versions of tags in as_of, or
-      # their current versions (a write's versions are read when it is called).
-      def stamps_for(key, tags, as_of = nil)
-        capture = @engine.current_state&.capture
-        if capture&.for?(key)
-          if (loaded = capture.loaded) # a fragment's records: checked once, when it is written
-            capture.loaded = nil
-            capture.spoil! if changed_since_loaded?(*loaded)
-          end
-          return capture.spoiled ? SPOILED : capture.stamps
-        end
-        if (words = @engine.current_read_through(key)&.read_stamps)
-          return words.each_slice(2).to_a
-        end
-        return Strata::Entry::NO_STAMPS unless tags
-
-        stamps_of(tags, as_of)
-      end
-
-      # The tag of a Strata::Model record ("posts/42"; nil unsaved), or the collection tag of a
-      # relation or class of such a model ("posts"); nil for anything else. Strata::Model is not
-      # loaded for this: without it, nothing is one.
-      def model_tag(object)
-        return nil if Strata.autoload?(:Model)
-
-        if object.is_a?(Strata::Model)
-          object.id && object.cache_tag
-        elsif object.is_a?(Class)
-          object.cache_tag if object.include?(Strata::Model)
-        elsif object.respond_to?(:klass) && object.respond_to?(:to_sql) # an Active Record relation
-          object.klass.cache_tag if object.klass.include?(Strata::Model)
-        end
-      end
-
-      # Whether a Strata::Model record in a fragment's name or tags changed since it was loaded:
-      # its updated_at in the database, read now that the fragment's stamps are read, is not the
-      # one it was loaded with. The fragment would then show data older than its stamps, which
-      # no later invalidation would remove (the tag's change came before them), so it and the
-      # computations around it are not cached (Capture#spoil!). One query per model class, when
-      # a missed fragment is written; records without updated_at are not checked.
-      def changed_since_loaded?(name, tags)
-        return false if Strata.autoload?(:Model)
-
-        records = (Array(name).flatten + Array(tags).flatten).select do |part|
-          part.is_a?(Strata::Model) && part.persisted? && part.has_attribute?(:updated_at)
-        end
-        records.group_by(&:class).any? do |model, loaded|
-          current = model.unscoped.where(model.primary_key => loaded.map(&:id)).pluck(model.primary_key, :updated_at).to_h
-          loaded.any? { |record| current[record.id] != record.updated_at }
-        end
-      end
-
-      # A fragment's tags: tags (as tags: takes them; #tag_ids reads them), and the tags of the
-      # Strata::Model records and relations in name (a name, or an Array of them).
-      def fragment_tags(name, tags)
-        found = tags.is_a?(Array) ? tags.compact : [tags].compact
-        (name.is_a?(Array) ? name.flatten : [name]).each do |part|
-          tag = model_tag(part) unless part.is_a?(String) || part.is_a?(Symbol)
-          found << tag if tag
-        end
-        found
-      end
-
-      # [[tag id, version], ...] for tags: their versions in as_of (a Strata::TagVersions), or
-      # read now when as_of is nil.
-      def stamps_of(tags, as_of)
-        ids = tag_ids(tags)
-        return Strata::Entry::NO_STAMPS if ids.empty?
-        return ids.zip(@engine.versions(ids)) unless as_of
-        raise TypeError, "as_of: must be a Strata::TagVersions (from tag_versions), got #{as_of.class}" unless as_of.is_a?(Strata::TagVersions)
-
-        ids.map do |id|
-          unless (version = as_of[id])
-            tag = Array(tags).find { |name| Strata::Dependencies.tag_id(name.to_s) == id }
-            raise ArgumentError, "as_of: has no version of the tag #{tag.inspect}; read it with tag_versions"
-          end
-
-          [id, version]
-        end
-      end
-
-      # The tag ids (Strata::Engine#tag_ids) of tags: a String, a Symbol, a Strata::Model record,
-      # relation or model (#model_tag), or an Array of them.
-      def tag_ids(tags)
-        @engine.tag_ids((tags.is_a?(Array) ? tags : [tags]).map do |tag|
-          (tag.is_a?(String) || tag.is_a?(Symbol)) ? tag : (model_tag(tag) || tag)
-        end)
-      end
-
       def write_serialized_entry(key, payload, unless_exist: false, expires_in: nil, race_condition_ttl: nil, raw: false, **)
         store_payload(key, payload, unless_exist, write_ttl(expires_in, race_condition_ttl, raw))
       end
@@ -585,155 +358,6 @@ module ActiveSupport
         @read_hits._operation_since(Strata::Counters::DELETE, started)
       end
 
-      # keys are normalized already. Each tier deletes them all in one call, bottom-up.
-      def delete_multi_entries(keys, **)
-        started = Strata::Clock.monotonic_us
-        joined(keys) if @app_sql
-        deleted = @stack.delete_multi(keys).size
-        @counters.operations(Strata::Counters::DELETE, keys.size, started)
-        deleted
-      end
-
-      def read_multi_entries(names, event: nil, **options)
-        state = @engine.execution_state
-        none_pending = !Strata::TransactionTags.current
-        namespace = namespace_of(options)
-        # A plain read: the host tier's bare Strings come back as values, keys made and stamps
-        # checked in the same call, unless what a read's stamps are handed to (a transaction's
-        # pending tags, a computation's dependencies) is waiting for them.
-        if !state.multi_unread && none_pending && @engine.idle? && (prefix = key_prefix(namespace)) &&
-            (answer = @stack.get_multi_plain(names, prefix, @max_key_size, event))
-          return plain_values(answer, namespace, event, options)
-        end
-
-        keys_to_names = normalized_keys(names, options, namespace)
-        found = @stack.get_multi(keys_to_names.keys, event)
-        found.each { |key, bytes| @engine.noted(key, bytes) } unless @engine.idle?
-        if state.multi_unread
-          state.multi_unread = false # only fetch_multi's own read reads through
-          read_through_misses(keys_to_names.keys - found.keys, found, state.multi, event)
-        end
-        live_values(keys_to_names, found, options, none_pending)
-      end
-
-      # read_multi's answer from Stack#get_multi_plain's [values, held, rest]: values as they
-      # are; held decoded (each name a plain String: no version but the option's); the rest read
-      # through the stack as any read_multi reads (the host tier again, then the lower ones). No
-      # transaction has tags pending (the caller asked).
-      def plain_values((values, held, rest), namespace, event, options)
-        unless held.empty?
-          raw = options[:raw]
-          version = options[:version]&.to_param
-          held.each do |name, bytes|
-            value = failsafe(Codec::MISS) { @codec.live_value(bytes, raw, version, true) }
-            values[name] = value unless Codec::MISS.equal?(value)
-          end
-        end
-        return values if rest.empty?
-
-        keys_to_names = normalized_keys(rest, options, namespace)
-        values.merge!(live_values(keys_to_names, @stack.get_multi(keys_to_names.keys, event), options, true))
-      end
-
-      # name => value for the names whose key found holds a live entry: Codec#live_value, as the
-      # hit path reads (a plain String, a cached JSON document say, is returned without an Entry
-      # built for it; the stack has checked the stamps). What is the same for every name is
-      # asked once: the version (none unless given, or a name is not a String), and whether a
-      # transaction open here changed tags. A failure decoding one (failsafe) is a miss for it.
-      # none_pending: no transaction open here has tags pending (asked once, by the caller).
-      def live_values(keys_to_names, found, options, none_pending)
-        raw = options[:raw]
-        version = options[:version]&.to_param
-        results = {}
-        keys_to_names.each do |key, name|
-          next unless (bytes = found[key])
-
-          named = version || (expanded_version(name) unless name.instance_of?(String))
-          value = failsafe(Codec::MISS) { @codec.live_value(bytes, raw, named, none_pending) }
-          results[name] = value unless Codec::MISS.equal?(value)
-        end
-        results
-      end
-
-      # The namespace options give (the store's unless they name one), a callable's answer.
-      def namespace_of(options)
-        namespace = options.key?(:namespace) ? options[:namespace] : @options[:namespace]
-        namespace.respond_to?(:call) ? namespace.call : namespace
-      end
-
-      # What normalize_key puts before a plain String name under namespace: "namespace:", or ""
-      # for none; nil when that is not ASCII (the byte-wise join would not be prefixed's).
-      def key_prefix(namespace)
-        return "" unless namespace
-
-        prefix = "#{namespace}:"
-        prefix if prefix.ascii_only?
-      end
-
-      # key => name for names, as normalize_key makes each key (under namespace, resolved once).
-      def normalized_keys(names, options, namespace = namespace_of(options))
-        keys_to_names = {}
-        names.each do |name|
-          # Anything but a plain String name (an Array, a record, a blank) takes normalize_key's
-          # whole way: expanded, namespaced, then shortened once.
-          next keys_to_names[normalize_key(name, options)] = name unless name.instance_of?(String) && !name.empty?
-
-          key = namespace ? prefixed(name, namespace) : name
-          keys_to_names[(key.bytesize <= @max_key_size) ? key : shortened(key)] = name
-        end
-        keys_to_names
-      end
-
-      # fetch_multi's read-through of the keys no tier held: each gets a read-through (kept in throughs until
-      # fetch_multi ends, which finishes them), and what another caller filled meanwhile goes into
-      # found. The host table was read for them just before (get_multi reads it first).
-      def read_through_misses(keys, found, throughs, event)
-        keys.sort.each do |key|
-          through = throughs[key] ||= @stack.read_through(key, true)
-          bytes = @engine.noted(key, through.get(event))
-          found[key] = bytes if bytes
-        end
-      end
-
-      # Every value is serialized before anything is written, so one that can't be leaves the cache
-      # as it was. Then each tier takes them all in one call (memcached: one pipeline per server),
-      # unless the write is an add (unless_exist); the read-throughs under way (a fetch's,
-      # or fetch_multi's misses) go key by key, through the fill protocol.
-      def write_multi_entries(hash, **options)
-        started = Strata::Clock.monotonic_us
-        tags = options[:tags]
-        payloads = hash.each_with_object({}) do |(key, entry), kept|
-          stamps = stamps_for(key, tags, options[:as_of])
-          next withheld(key) unless storable?(key, stamps)
-
-          kept[key] = serialize_entry(entry, stamps: stamps, **options)
-        end
-        if options[:unless_exist]
-          payloads.each { |key, payload| write_serialized_entry(key, payload, **options) }
-        else
-          filled = payloads.select { |key, _| @engine.read_through_of(key) }
-          filled.each { |key, payload| write_serialized_entry(key, payload, **options) }
-          plain = filled.empty? ? payloads : payloads.except(*filled.keys)
-          unless plain.empty?
-            ttl = write_ttl(options[:expires_in], options[:race_condition_ttl], options[:raw])
-            joined(plain.keys) if @app_sql
-            stored = failsafe(false) { @stack.set_multi(plain, ttl: ttl) }
-            remember_locally(plain, stored) if local_cache
-          end
-        end
-        @counters.operations(Strata::Counters::WRITE, payloads.size, started)
-        hash
-      end
-
-      # What the LocalCache layer's write_serialized_entry does, for the keys of a write that
-      # went past it: the local cache keeps what was stored and forgets what was not.
-      def remember_locally(payloads, stored)
-        cache = local_cache
-        payloads.each do |key, payload|
-          (stored && stored[key]) ? cache.write_entry(key, payload) : cache.delete_entry(key)
-        end
-      end
-
       # split: a large value may come back as a Strata::Entry::Split (only #write_entry asks, when
       # the stack is L1 alone: its set and add take one).
       # serialize_entry for write_entry, positionally: its keywords' copy of options was a Hash
@@ -757,89 +381,6 @@ module ActiveSupport
         payload && failsafe(nil) { @codec.load(@engine.noted(nil, payload), raw) }
       end
 
-      # Keys are bytes for the tiers: no escaping, and the namespace is read without merging the
-      # options again (the base normalize_key merges per call, which the read path can't afford).
-      def normalize_key(key, options = nil)
-        key = expanded_key(key) unless key.instance_of?(String)
-        raise ArgumentError, "cache key cannot be blank (it is #{key.nil? ? "nil" : "empty"})" if key.nil? || key.empty?
-
-        namespace = options&.key?(:namespace) ? options[:namespace] : @options[:namespace]
-        key = namespaced(key, namespace) if namespace
-        return key if key.bytesize <= @max_key_size
-
-        shortened(key)
-      end
-
-      # key (namespaced, longer than max_key_size) cut to fit with HASHED_KEY and the digest of
-      # all of it: Rails 8.1's truncate_key where it has one (SCRUBBED_CUT), else on the byte.
-      def shortened(key)
-        digest = ActiveSupport::Digest.hexdigest(key)
-        kept = key.byteslice(0, @max_key_size - HASHED_KEY.bytesize - digest.bytesize)
-        if SCRUBBED_CUT
-          kept.force_encoding(Encoding::UTF_8).scrub!("")
-        else
-          kept.force_encoding(Encoding::BINARY)
-        end
-        kept << HASHED_KEY << digest
-      end
-
-      # The max_key_size option's value: an Integer every tier takes, MAX_KEY_BYTES when not
-      # given. Not false (Rails' "no limit"): no tier takes a key over MAX_KEY_BYTES, so a long
-      # key would fail every write (reported) and never be cached; mapping it to 250 would
-      # instead hide that the option asked for something else.
-      def checked_key_size(size)
-        return MAX_KEY_BYTES if size.nil?
-        if size == false
-          raise ArgumentError, "max_key_size: false (no limit) is not supported: StrataStore's tiers take keys " \
-            "of at most #{MAX_KEY_BYTES} bytes, and longer ones are shortened to max_key_size"
-        end
-        return size if size.is_a?(Integer) && size.between?(MIN_KEY_BYTES, MAX_KEY_BYTES)
-
-        raise ArgumentError, "max_key_size must be an Integer from #{MIN_KEY_BYTES} to #{MAX_KEY_BYTES} (bytes), got #{size.inspect}"
-      end
-
-      def namespaced(key, namespace)
-        namespace = namespace.call if namespace.respond_to?(:call)
-        namespace ? prefixed(key, namespace) : key
-      end
-
-      # key under namespace (already called, when it is a callable).
-      def prefixed(key, namespace)
-        key = key.dup.force_encoding(Encoding::UTF_8) unless key.encoding == Encoding::UTF_8 || key.ascii_only?
-        "#{namespace}:#{key}"
-      end
-
-      # The base answer, without probing a plain String name for a cache_version it can't have.
-      def normalize_version(key, options = nil)
-        version = options && options[:version]
-        version&.to_param || (expanded_version(key) unless key.instance_of?(String))
-      end
-
-      # delta is the signed change. Tier counters are unsigned, so its sign picks incr or decr. A
-      # missing key starts at delta when that is positive (MemCacheStore's increment), else at 0.
-      def count(event, name, amount, delta, options)
-        options = merged_options(options)
-        key = normalize_key(name, options)
-        ttl = write_ttl(options[:expires_in], nil, true)
-        instrument(event, key, amount: amount) { @engine.increment(key, delta, ttl: ttl) }
-      end
-
-      def key_matches?(key, matcher)
-        key = key.dup.force_encoding(Encoding::UTF_8)
-        key.force_encoding(Encoding::BINARY) unless key.valid_encoding?
-        matcher.is_a?(String) ? File.fnmatch?(matcher, key, File::FNM_DOTMATCH) : key.match?(matcher)
-      rescue Encoding::CompatibilityError
-        false
-      end
-
-      # A glob on the key without the namespace: the namespace, its own glob characters escaped,
-      # goes in front.
-      def glob_matcher(glob, options)
-        namespace = options[:namespace]
-        namespace = namespace.call if namespace.respond_to?(:call)
-        namespace ? "#{namespace.to_s.gsub(/[*?\[\]{}\\]/) { |char| "\\#{char}" }}:#{glob}" : glob
-      end
-
       # The names of the tiers that can list their keys (for delete_matched).
       # The Codec for the serializer, compressor and coder options, taken out of options. A coder
       # excludes the other two, as in every store. coder: nil stores entries without Rails' coder,
@@ -853,38 +394,6 @@ module ActiveSupport
         end
         compressor = options.delete(:compressor) { Zlib }
         Codec.new(options.delete(:serializer), coded ? nil : compressor, options.delete(:coder))
-      end
-
-      # The one place a tier failure becomes a fallback (a miss, a false write): it is counted and
-      # reported, and the caller carries on.
-      def failsafe(fallback)
-        yield
-      rescue Strata::TierError, Strata::ValueTooLargeError => error
-        report_failure(error)
-        fallback
-      end
-
-      # Every tier failure, counted by the engine (Strata::Engine#report_failure).
-      def report_failure(error, tier = nil)
-        @engine.report_failure(error, tier)
-      end
-
-      # The engine's on_report, for the first failure of an outage (Strata::FailureReports):
-      # logged (the store's logger, else Rails.logger) and reported to
-      # ActiveSupport.error_reporter. A report after some were held back gives their number
-      # (context :unreported).
-      def told_failure(error, tier, held)
-        server = error.server if error.respond_to?(:server)
-        failure_logger&.warn("StrataStore #{tier || "-"}#{" #{server}" if server} #{error.class}: #{error.message}" \
-          "#{" (#{held} more since the last report)" if held > 0}")
-        ActiveSupport.error_reporter&.report(error, handled: true, severity: :warning, source: SOURCE,
-          context: {tier: tier, server: server, unreported: (held if held > 0)}.compact)
-      end
-
-      # Where failures are logged: the store's logger, or Rails' when the store has none (Rails
-      # gives cache stores no logger of their own).
-      def failure_logger
-        logger || (::Rails.logger if defined?(::Rails) && ::Rails.respond_to?(:logger))
       end
     end
   end
