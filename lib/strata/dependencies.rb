@@ -160,12 +160,7 @@ module Strata
       bottom = @tiers.size - 1
       bottom.downto(0) do |index|
         fresh.each do |id, bytes|
-          stored = begin
-            @places[index].set(id, bytes, @ttls[index])
-          rescue TierError => error
-            @list.failed(error, index)
-            false
-          end
+          stored = @list.safely(index, nil, false) { @places[index].set(id, bytes, @ttls[index]) }
           next if stored || dropped?(id, index)
 
           ok = false
@@ -198,12 +193,7 @@ module Strata
     # failure is reported).
     def drop_copies(*ids)
       bottom = @tiers.size - 1
-      authority = begin
-        @places[bottom].peek_multi(ids)
-      rescue TierError => error
-        @list.failed(error, bottom)
-        nil
-      end
+      authority = @list.safely(bottom) { @places[bottom].peek_multi(ids) }
       (bottom - 1).downto(0).map do |index|
         held = authority ? read_many(ids, index) : NONE
         stale = authority ? ids.reject { |id| held[id] == authority[id] } : ids
@@ -234,6 +224,8 @@ module Strata
     end
 
     NONE = {}.freeze
+    # #create's word for a tier that failed (reported), not one that refused.
+    FAILED = Object.new.freeze
 
     # id => version for the ids some tier holds, top-down; copies go up to the tiers above.
     def read(ids)
@@ -242,12 +234,8 @@ module Strata
       @places.each_with_index do |place, index|
         hits = begin
           place.get_multi(missing)
-        rescue PartialError => error
-          @list.failed(error, index)
-          error.result
         rescue TierError => error
-          @list.failed(error, index)
-          next
+          @list.answered(error, index) # what its healthy servers held (PartialError), else none
         end
         hits.each do |id, bytes|
           version = decode(id, bytes, index)
@@ -269,17 +257,8 @@ module Strata
     def copy_up(id, bytes, index)
       return if index == 0
 
-      index.times do |above|
-        copy(above, id, bytes)
-      rescue TierError => error
-        @list.failed(error, above)
-      end
-      again = begin
-        @places[index].get(id)
-      rescue TierError => error
-        @list.failed(error, index)
-        nil
-      end
+      index.times { |above| @list.safely(above) { copy(above, id, bytes) } }
+      again = @list.safely(index) { @places[index].get(id) }
       index.times { |above| dropped?(id, above) } unless again == bytes
     end
 
@@ -292,29 +271,16 @@ module Strata
       (@tiers.size - 1).downto(0) do |index|
         place = @places[index]
         unless settled
-          added = begin
-            place.add(id, bytes, @ttls[index])
-          rescue TierError => error
-            @list.failed(error, index)
-            next
-          end
+          added = @list.safely(index, nil, FAILED) { place.add(id, bytes, @ttls[index]) }
+          next if FAILED.equal?(added) # the tier above settles it
           unless added
-            winner = begin
-              place.get(id)
-            rescue TierError => error
-              @list.failed(error, index)
-              nil
-            end
+            winner = @list.safely(index) { place.get(id) }
             bytes = winner if winner && decode(id, winner, index)
           end
           settled = index
           next
         end
-        begin
-          place.add(id, bytes, @ttls[index])
-        rescue TierError => error
-          @list.failed(error, index)
-        end
+        @list.safely(index) { place.add(id, bytes, @ttls[index]) }
       end
       bytes.unpack1(PACK)
     end
@@ -353,30 +319,18 @@ module Strata
     # Tier index's copies of the versions of ids; none of those it could not read (reported).
     def read_many(ids, index)
       @places[index].peek_multi(ids)
-    rescue PartialError => error
-      @list.failed(error, index)
-      error.result
     rescue TierError => error
-      @list.failed(error, index)
-      NONE
+      @list.answered(error, index)
     end
 
     # Deletes the versions of ids from tier index: whether every delete went through (a
     # failure is reported).
     def dropped_all?(ids, index)
-      @places[index].delete_multi(ids)
-      true
-    rescue TierError => error
-      @list.failed(error, index)
-      false
+      @list.safely(index, nil, false) { @places[index].delete_multi(ids) || true }
     end
 
     def dropped?(id, index)
-      @places[index].delete(id)
-      true
-    rescue TierError => error
-      @list.failed(error, index)
-      false
+      @list.safely(index, nil, false) { @places[index].delete(id) || true }
     end
   end
 end

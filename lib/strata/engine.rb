@@ -227,10 +227,12 @@ module Strata
     # The read-through a write of key goes through: the current fetch's, or that of a
     # fetch_multi's miss.
     def read_through_of(key)
-      through = current_read_through(key)
-      return through if through
+      return nil unless (state = current_state) # every write asks: one look at the slot
 
-      (throughs = execution_state.multi) && throughs[key]
+      through = state.read_through
+      return through if through && through.key == key
+
+      (throughs = state.multi) && throughs[key]
     end
 
     # Runs the block as the read-through of key (Stack#read_through), yielding it: it is current

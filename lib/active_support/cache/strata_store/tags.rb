@@ -122,16 +122,19 @@ module ActiveSupport
         # race_condition_ttl), those of the entry it read; else the versions of tags in as_of, or
         # their current versions (a write's versions are read when it is called).
         def stamps_for(key, tags, as_of = nil)
-          capture = @engine.current_state&.capture
-          if capture&.for?(key)
-            if (loaded = capture.loaded) # a fragment's records: checked once, when it is written
-              capture.loaded = nil
-              capture.spoil! if changed_since_loaded?(*loaded)
+          if (state = @engine.current_state) # every write comes here: one look at the slot
+            capture = state.capture
+            if capture&.for?(key)
+              if (loaded = capture.loaded) # a fragment's records: checked once, when it is written
+                capture.loaded = nil
+                capture.spoil! if changed_since_loaded?(*loaded)
+              end
+              return capture.spoiled ? SPOILED : capture.stamps
             end
-            return capture.spoiled ? SPOILED : capture.stamps
-          end
-          if (words = @engine.current_read_through(key)&.read_stamps)
-            return words.each_slice(2).to_a
+            through = state.read_through
+            if through && through.key == key && (words = through.read_stamps)
+              return words.each_slice(2).to_a
+            end
           end
           return Strata::Entry::NO_STAMPS unless tags
 
