@@ -143,6 +143,7 @@ class EngineCacheTest < Minitest::Test
     assert_raises(ArgumentError) { engine.write("k", "v", ttl: 0) }
     assert_raises(ArgumentError) { engine.write("k", "v", tags: [""]) }
     assert_raises(ArgumentError) { engine.fetch("k") }
+    assert_raises(ArgumentError) { engine.fetch("k", ttl: -1) { flunk "the block ran" } }
     assert_raises(TypeError) { engine.fetch("k") { 1 } }
     assert_raises(TypeError) { engine.increment("k", 1.5) }
     assert_raises(ArgumentError) { engine.invalidate_tags }

@@ -127,6 +127,7 @@ module Strata
       raise ArgumentError, "fetch needs a block" unless block_given?
 
       check_key(key)
+      check_ttl(ttl) # before the block runs, not when its value is written
       reading_through(key) do |through|
         found = string_of(noted(key, through.get))
         return found if found
@@ -336,13 +337,17 @@ module Strata
       ids.zip(versions(ids))
     end
 
+    def check_ttl(ttl)
+      return if ttl.nil? || (ttl.is_a?(Numeric) && ttl > 0)
+
+      raise ArgumentError, "ttl must be nil or a number of seconds > 0, got #{ttl.inspect}"
+    end
+
     # The entry bytes for the String value.
     def string_entry(value, ttl, stamps)
       raise TypeError, "a value must be a String, got #{value.class}" unless value.is_a?(String)
-      if ttl && !(ttl.is_a?(Numeric) && ttl > 0)
-        raise ArgumentError, "ttl must be nil or a number of seconds > 0, got #{ttl.inspect}"
-      end
 
+      check_ttl(ttl)
       expires_at = ttl ? Entry.milliseconds(Entry.now / 1000.0 + ttl) : 0
       Entry.encode(value, flags: Entry.string_kind(value) || Entry::BINARY, expires_at: expires_at, stamps: stamps)
     end
