@@ -146,6 +146,7 @@ class EngineCacheTest < Minitest::Test
     assert_raises(ArgumentError) { engine.fetch("k", ttl: -1) { flunk "the block ran" } }
     assert_raises(TypeError) { engine.fetch("k") { 1 } }
     assert_raises(TypeError) { engine.increment("k", 1.5) }
+    assert_raises(ArgumentError) { engine.increment("") }
     assert_raises(ArgumentError) { engine.invalidate_tags }
     assert_nil engine.read("k"), "nothing was written"
   end

@@ -157,9 +157,11 @@ module Strata
       check_key(key)
       raise TypeError, "increment by an Integer, got #{by.inspect}" unless by.is_a?(Integer)
 
-      (by >= 0) ? @stack.incr(key, by, ttl: ttl, initial: by) : @stack.decr(key, -by, ttl: ttl, initial: 0)
-    rescue ArgumentError
-      nil # the tier's answer for a value that is not a counter
+      begin
+        (by >= 0) ? @stack.incr(key, by, ttl: ttl, initial: by) : @stack.decr(key, -by, ttl: ttl, initial: 0)
+      rescue ArgumentError
+        nil # the tier's answer for a value that is not a counter; the arguments were checked above
+      end
     end
 
     # Gives each tag a new version: every entry stamped with an older one misses from then on.
