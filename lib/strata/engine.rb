@@ -82,8 +82,7 @@ module Strata
     # decimal digits.
     def read(key)
       check_key(key)
-      through = current_read_through(key)
-      string_of(noted(key, through ? through.get : @stack.get(key)))
+      string_of(get_bytes(key))
     end
 
     # key => value for the keys #read would answer.
@@ -110,10 +109,7 @@ module Strata
       else
         stamps = tag_stamps(tags)
       end
-      bytes = string_entry(value, ttl, stamps)
-      through = read_through_of(key)
-      stored = through ? through.set(bytes, ttl: ttl) : @stack.set(key, bytes, ttl: ttl)
-      stored ? true : false
+      set_bytes(key, string_entry(value, ttl, stamps), ttl) ? true : false
     rescue ValueTooLargeError => error
       report_failure(error)
       false
@@ -174,6 +170,27 @@ module Strata
     end
 
     # --- What the adapter and the methods above share ---------------------------------------
+
+    # The entry bytes under key, or nil: through the read-through of key when a fetch of it runs
+    # in this fiber (ReadThrough#get: its first answer, until this fiber wrote or deleted key
+    # itself), noted for the computation under way (#noted). info: as Stack#get's.
+    def get_bytes(key, info = nil)
+      through = current_read_through(key)
+      noted(key, through ? through.get(info) : @stack.get(key, info))
+    end
+
+    # Stores entry bytes under key for ttl seconds (nil: none), with add when unless_exist:
+    # through the read-through of key when a fetch of it (or a fetch_multi's miss) runs in this
+    # fiber (ReadThrough#set: the fill), else Stack#set or #add. Their answer; raises
+    # Strata::ValueTooLargeError when no tier could hold the bytes.
+    def set_bytes(key, bytes, ttl, unless_exist = false)
+      through = read_through_of(key)
+      if unless_exist
+        through ? through.add(bytes, ttl: ttl) : @stack.add(key, bytes, ttl: ttl)
+      else
+        through ? through.set(bytes, ttl: ttl) : @stack.set(key, bytes, ttl: ttl)
+      end
+    end
 
     # The tag ids of tags (non-empty Strings or Symbols), without repeats.
     def tag_ids(tags)

@@ -248,11 +248,10 @@ module ActiveSupport
         stack_read(key, event)
       end
 
-      # The bytes under key: through the read-through of key when a fetch of it runs in this fiber
-      # (Strata::ReadThrough#get: its first answer, until this fiber wrote or deleted key itself).
+      # The bytes under key, through the read-through of a fetch of key in this fiber
+      # (Strata::Engine#get_bytes).
       def stack_read(key, event)
-        through = @engine.current_read_through(key)
-        @engine.noted(key, through ? through.get(event) : @stack.get(key, event))
+        @engine.get_bytes(key, event)
       end
 
       # The block's value; its run counted as a fill (Strata::Counters), with its time.
@@ -304,16 +303,10 @@ module ActiveSupport
       end
 
       # Stores payload under key for ttl seconds (nil: no TTL), with add when unless_exist.
+      # A fetch's read-through of key takes it (Strata::Engine#set_bytes).
       def store_payload(key, payload, unless_exist, ttl)
-        through = @engine.read_through_of(key) # the write goes through it: see Strata::ReadThrough#set
         joined([key]) if @app_sql
-        failsafe(false) do
-          if unless_exist
-            through ? through.add(payload, ttl: ttl) : @stack.add(key, payload, ttl: ttl)
-          else
-            through ? through.set(payload, ttl: ttl) : @stack.set(key, payload, ttl: ttl)
-          end
-        end
+        failsafe(false) { @engine.set_bytes(key, payload, ttl, unless_exist) }
       end
 
       # With the SQL tier on the app's connections (@app_sql), a write or delete of keys made
