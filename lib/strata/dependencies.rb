@@ -117,11 +117,8 @@ module Strata
     # does not hold or holds malformed) is read as below, lower tiers included.
     def current?(bytes)
       if @checker
-        answer = begin
-          @checker.check_stamps(bytes)
-        rescue TierError
-          nil # reported by #read, which reads the top tier once more
-        end
+        # A failure is reported by #read, which reads the top tier once more.
+        answer = @list.unreported { @checker.check_stamps(bytes) }
         return answer unless answer.nil?
       end
       words = Entry.stamp_words(bytes)
@@ -177,10 +174,8 @@ module Strata
       return true unless @host_index
       return dropped?(id, @host_index) unless version
 
-      @places[@host_index].set(id, [version].pack(PACK), @ttls[@host_index]) || dropped?(id, @host_index)
-    rescue TierError => error
-      @list.failed(error, @host_index)
-      dropped?(id, @host_index)
+      @list.safely(@host_index) { @places[@host_index].set(id, [version].pack(PACK), @ttls[@host_index]) } ||
+        dropped?(id, @host_index)
     end
 
     # For the cross-host poller (Strata::Poller): the versions of tag ids were changed at the
@@ -205,11 +200,7 @@ module Strata
 
     # #current? for one stamp: the top tier's get, then #read.
     def current_one?(id, version)
-      bytes = begin
-        @places[0].get(id)
-      rescue TierError
-        nil # reported by #read, which reads it once more
-      end
+      bytes = @list.unreported { @places[0].get(id) } # a failure: reported by #read, which reads it again
       return bytes.unpack1(PACK) == version if bytes&.bytesize == VERSION_BYTES
 
       read([id])[id] == version
@@ -218,9 +209,7 @@ module Strata
     # id => bytes the top tier holds (one multi-key call), or none when it fails (reported
     # again by #read, which reads it once more).
     def top_versions(ids)
-      @places[0].get_multi(ids)
-    rescue TierError
-      NONE
+      @list.unreported(NONE) { @places[0].get_multi(ids) }
     end
 
     NONE = {}.freeze
@@ -232,11 +221,7 @@ module Strata
       found = {}
       missing = ids
       @places.each_with_index do |place, index|
-        hits = begin
-          place.get_multi(missing)
-        rescue TierError => error
-          @list.answered(error, index) # what its healthy servers held (PartialError), else none
-        end
+        hits = @list.answering(index) { place.get_multi(missing) }
         hits.each do |id, bytes|
           version = decode(id, bytes, index)
           next unless version
@@ -318,9 +303,7 @@ module Strata
 
     # Tier index's copies of the versions of ids; none of those it could not read (reported).
     def read_many(ids, index)
-      @places[index].peek_multi(ids)
-    rescue TierError => error
-      @list.answered(error, index)
+      @list.answering(index) { @places[index].peek_multi(ids) }
     end
 
     # Deletes the versions of ids from tier index: whether every delete went through (a

@@ -217,12 +217,7 @@ module Strata
       @counters.add(Counters::INVALIDATIONS)
       @counters.add(Counters::VERSIONS_BUMPED, ids.size)
       undone = []
-      done = begin
-        @stack.dependencies.bump(ids, undone)
-      rescue TierError => error
-        report_failure(error)
-        false
-      end
+      done = @stack.dependencies.bump(ids, undone) # reports its tiers' failures
       @retries.add_tags(undone) unless undone.empty? # the authority keeps the old versions meanwhile
       done
     end

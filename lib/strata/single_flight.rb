@@ -99,11 +99,8 @@ module Strata
       return unless (token = through.host_lock)
 
       through.host_lock = nil
-      begin
-        @tiers[@host_index].unlock_fill(through.key, token)
-      rescue TierError => error # left to lapse after fill_wait
-        @list.failed(error, @host_index, nil)
-      end
+      # A lock that can't be given back lapses after fill_wait.
+      @list.safely(@host_index) { @tiers[@host_index].unlock_fill(through.key, token) }
     end
 
     private
@@ -147,10 +144,7 @@ module Strata
 
     # Tier#lock_fill of key at the host tier (index): its answer, or :failed (reported).
     def take_lock(key, index, info)
-      @tiers[index].lock_fill(key, @fill_wait)
-    rescue TierError => error
-      @list.failed(error, index, info)
-      :failed
+      @list.safely(index, info, :failed) { @tiers[index].lock_fill(key, @fill_wait) }
     end
 
     # The read of key once the host lock is taken (token; nil: there was no lock to be had, and
@@ -161,12 +155,7 @@ module Strata
     def locked_read(key, index, through, info, token)
       through.host_lock = token
       tier = @tiers[index]
-      bytes = begin
-        through.host_read ? tier.get(key) : tier.peek(key)
-      rescue TierError => error
-        @list.failed(error, index, info)
-        nil
-      end
+      bytes = @list.safely(index, info) { through.host_read ? tier.get(key) : tier.peek(key) }
       checked(key, bytes, index)
     end
 

@@ -37,6 +37,7 @@ module Strata
   # Thread and process safety are the tiers': the stack keeps no state that changes after new.
   class Stack
     NO_HITS = {}.freeze
+    NO_KEYS = [].freeze
     # The smallest value whose write asks the bottom tier for a token (Tier write_tokens) for its
     # read-back: a smaller one comes back in one packet, as the token would, and the token's
     # longer request and reply would cost more than they save.
@@ -196,11 +197,7 @@ module Strata
       @tiers.each_with_index do |tier, index|
         break if missing.empty?
 
-        hits = begin
-          tier.get_multi(missing)
-        rescue TierError => error
-          @list.answered(error, index, info)
-        end
+        hits = @list.answering(index, info) { tier.get_multi(missing) }
         next if hits.empty?
 
         info[:tier] = @names[index] if info
@@ -365,11 +362,7 @@ module Strata
     # them there (a tombstone, and a log row where it keeps the log), then from every tier
     # above. The keys it still could not delete there.
     def redelete(keys)
-      done = begin
-        @tiers[@durable].delete_multi(keys)
-      rescue TierError => error
-        @list.answered(error, @durable)
-      end
+      done = @list.answering(@durable) { @tiers[@durable].delete_multi(keys) }
       gone = keys.select { |key| done.key?(key) }
       @durable.times { |index| @list.safely(index) { @tiers[index].delete_multi(gone) } } unless gone.empty?
       keys - gone
@@ -383,11 +376,7 @@ module Strata
       deleted = {}
       missed = nil
       (@tiers.size - 1).downto(0) do |index|
-        results = begin
-          @tiers[index].delete_multi(keys)
-        rescue TierError => error
-          @list.answered(error, index)
-        end
+        results = @list.answering(index) { @tiers[index].delete_multi(keys) }
         results.each { |key, was_there| deleted[key] = true if was_there }
         # The durable tier still holds what these deletes remove: deleted there later (Retries).
         missed = keys.reject { |key| results.key?(key) } if index == @durable && @undurable && results.size < keys.size
@@ -430,35 +419,21 @@ module Strata
 
     # Empty every tier, bottom-up. True when every tier was emptied.
     def clear
-      cleared = true
-      (@tiers.size - 1).downto(0) do |index|
-        @tiers[index].clear
-      rescue TierError => error
-        cleared = false
-        @list.failed(error, index)
-      end
-      cleared
+      (@tiers.size - 1).downto(0).map { |index| @list.safely(index, nil, false) { @tiers[index].clear || true } }.all?
     end
 
     # Drop expired entries from the tiers that can sweep themselves. The number removed.
     def cleanup
-      removed = 0
-      @tiers.each_with_index do |tier, index|
-        removed += tier.cleanup if tier.capabilities[:sweeping]
-      rescue TierError => error
-        @list.failed(error, index)
+      @tiers.each_with_index.sum do |tier, index|
+        tier.capabilities[:sweeping] ? @list.safely(index, nil, 0) { tier.cleanup } : 0
       end
-      removed
     end
 
     # The live keys of the tiers that can list theirs (a networked tier can't), without repeats;
     # never the stack's own (locks, tag versions).
     def keys
       listed = @tiers.each_with_index.flat_map do |tier, index|
-        tier.capabilities[:listing] ? tier.keys.reject { |key| reserved_key?(key) } : []
-      rescue TierError => error
-        @list.failed(error, index)
-        []
+        tier.capabilities[:listing] ? @list.safely(index, nil, NO_KEYS) { tier.keys }.reject { |key| reserved_key?(key) } : NO_KEYS
       end
       (@tiers.size == 1) ? listed : listed.uniq
     end
@@ -466,9 +441,8 @@ module Strata
     # name => the tier's stats, for the tiers that answer.
     def stats
       @tiers.each_with_index.with_object({}) do |(tier, index), all|
-        all[@names[index]] = tier.stats
-      rescue TierError => error
-        @list.failed(error, index)
+        stats = @list.safely(index) { tier.stats }
+        all[@names[index]] = stats if stats
       end
     end
 
@@ -536,11 +510,7 @@ module Strata
 
     # #drop, and whether it went through (a failure is reported).
     def dropped?(key, index)
-      @tiers[index].delete(key)
-      true
-    rescue TierError => error
-      @list.failed(error, index)
-      false
+      @list.safely(index, nil, false) { @tiers[index].delete(key) || true }
     end
 
     # After tier index's set_multi of entries failed for the keys missing from stored: drops
@@ -548,11 +518,7 @@ module Strata
     # hold the values the write replaces).
     def drop_unanswered(entries, stored, index, refused)
       unanswered = entries.keys.reject { |key| stored.key?(key) }
-      dropped = begin
-        @tiers[index].delete_multi(unanswered)
-      rescue TierError => error
-        @list.answered(error, index)
-      end
+      dropped = @list.answering(index) { @tiers[index].delete_multi(unanswered) }
       kept = unanswered.reject { |key| dropped.key?(key) }
       kept.each { |key| refused[key] = true }
       kept
@@ -607,12 +573,7 @@ module Strata
     def count(operation, key, amount, ttl, initial)
       return nil unless @counters
 
-      value = begin
-        @tiers[@counters].public_send(operation, key, amount, ttl: ttl, initial: initial)
-      rescue TierError => error
-        @list.failed(error, @counters)
-        nil
-      end
+      value = @list.safely(@counters) { @tiers[@counters].public_send(operation, key, amount, ttl: ttl, initial: initial) }
       @tiers.each_index { |index| @list.drop(key, index) if @counter_tiers[index] && index != @counters }
       value
     end

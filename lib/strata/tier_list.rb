@@ -67,6 +67,22 @@ module Strata
       fallback
     end
 
+    # The block's result (a multi-key read of tier index), or what the tier's healthy servers
+    # answered once a TierError it raised is reported (#answered).
+    def answering(index, info = nil)
+      yield
+    rescue TierError => error
+      answered(error, index, info)
+    end
+
+    # The block's result, or fallback when it raised a TierError, not reported: for a read
+    # that a read of the same tier right after repeats, and reports if it fails again.
+    def unreported(fallback = nil)
+      yield
+    rescue TierError
+      fallback
+    end
+
     # A multi-key call on tier index failed: reports error (#failed) and returns what the
     # tier's healthy servers did (PartialError), else nothing.
     def answered(error, index, info = nil)

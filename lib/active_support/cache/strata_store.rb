@@ -28,60 +28,23 @@ module ActiveSupport
   module Cache
     # = Strata cache store
     #
-    # A cache store over Strata's tiers: L1, one shared-memory table per host
-    # (Strata::Tiers::SharedMemory) that every process of the app on that host maps; L2, memcached
-    # (Strata::Tiers::Memcached); L3, a durable SQL table (Strata::Tiers::SQL, SQLite or the app's
-    # database). Use L1 where MemoryStore would do but the app runs several processes (Puma or
-    # Unicorn workers, job runners) that should share one cache, with atomic counters across them
-    # and no network round trip; add L2 when several hosts share; add L3 for results worth keeping
-    # through memcached evictions and restarts. Reads fall through the tiers and backfill the ones
-    # above; writes go through every tier, top first; deletes go bottom-up. fetch reads through
-    # with single-flight (see #fetch).
+    # One store over Strata's tiers (a Strata::Engine): L1, a shared-memory table that every
+    # process of the app on a host maps (Strata::Tiers::SharedMemory); L2, memcached
+    # (Strata::Tiers::Memcached); L3, a durable SQL table (Strata::Tiers::SQL). Reads fall
+    # through and backfill the tiers above; fetch reads through with single-flight; entries
+    # written with tags: miss once invalidate_tags gave a tag a new version (docs/coherence.md).
+    # A tier that fails is a miss or a false write, reported to ActiveSupport.error_reporter
+    # (source "strata.cache"), never an exception in the app's request.
     #
-    #   config.cache_store = :strata_store, l1: {path: "/dev/shm/myapp.strata", size: 256.megabytes}
     #   config.cache_store = :strata_store, l1: {size: 256.megabytes},
-    #     memcached: {servers: ["10.0.0.5:11211", "10.0.0.6:11211"]}
-    #   config.cache_store = :strata_store, l1: {size: 256.megabytes},
-    #     sql: {path: "storage/cache.sqlite3"}
+    #     memcached: {servers: ["10.0.0.5:11211"]}, sql: {path: "storage/cache.sqlite3"}
     #
-    # Thread and process safety: the store holds no mutable state besides error counts; the table is
-    # safe to use from many threads and processes at once, and a forked child keeps using it.
-    #
-    # Sizing: l1: {size:} is fixed when the table file is created. Each entry costs its key, its
-    # serialized value and a small header; a value larger than the table's max_value_size is not
-    # stored (the write returns false and is reported). The table evicts whole segments when full.
-    # Values are not compressed by default: every L1 hit would pay to inflate them.
-    #
-    # A tier that fails turns into a miss (or a false write), reported to ActiveSupport.error_reporter
-    # with source "strata.cache"; the app's request never sees it.
-    #
-    # Dependency tags (docs/coherence.md): fetch and write take tags: ["bugs/42", ...]; an entry
-    # is stamped with its tags' versions (for fetch, read before the block runs) and with the
-    # stamps of every tagged entry read while its block runs, nested fetches included.
-    # invalidate_tags("bugs/42") gives the tag a new version: every entry stamped with the old
-    # one misses from then on, in this process at once.
+    # Thread and process safe: the store keeps no mutable state but counts; a forked child keeps
+    # using its tables. Every option and its default: docs/configuration.md.
     class StrataStore < Store
       DEFAULTS = {
-        compress: false # L1 is local memory; see Sizing above
+        compress: false # L1 is local memory: every hit would pay to inflate a value
       }.freeze
-
-      # Cache keys are at most max_key_size bytes, this many by default and at most (every tier's
-      # limit: L1's table, memcached's protocol, the SQL tier's key column); longer ones become a
-      # prefix, HASHED_KEY and a digest, as Rails' Store#truncate_key makes them.
-      MAX_KEY_BYTES = 250
-      # The smallest max_key_size: HASHED_KEY and a SHA-256 digest in hex (hash_digest_class's
-      # longest in Rails) take 70 bytes, and at least 30 of the key itself stay in front.
-      MIN_KEY_BYTES = 100
-      HASHED_KEY = ":hash:"
-      # Rails 8.1's Store#truncate_key drops the bytes of a character its cut splits, and any other
-      # bytes that are not UTF-8, from the part it keeps: there keys are shortened the same way.
-      # Before it (7.1 to 8.0) the cut is on the byte, as it has always been here, so the keys
-      # entries are stored under stay what they were.
-      SCRUBBED_CUT = Store.private_method_defined?(:truncate_key)
-      # Rails 8.1 reports events (ActiveSupport.event_reporter, Rails.event); invalidate_tags
-      # reports INVALIDATE_REPORTED there too. The lines before it have no reporter.
-      REPORTS_EVENTS = ActiveSupport.respond_to?(:event_reporter)
-      SOURCE = "strata.cache"
 
       def self.supports_cache_versioning?
         true
@@ -106,35 +69,10 @@ module ActiveSupport
       # and the engine's Strata::Stack, for stats and tools.
       attr_reader :engine, :stack
 
-      INVALIDATE_EVENT = "invalidate.strata"
-      INVALIDATE_REPORTED = "strata.invalidate"
-      # stamps_for's answer for a computation whose result must not be cached (Capture#spoiled).
-      SPOILED = [].freeze
-
-      # Options, besides the Store ones:
-      # l1: the shared-memory table's options (Strata::Tiers::SharedMemory.new); path defaults to
-      #     SharedMemory.default_path of SharedMemory.default_name: one table per app, environment
-      #     and namespace.
-      # memcached: {servers: ["host:port", ...], ...} for L2 (Strata::Tiers::Memcached.new).
-      # sql: {path: "file.sqlite3"} or {connection_class: SomeRecord}, ... for L3
-      #     (Strata::Tiers::SQL.new; loads Active Record).
-      #     L1 is there when l1: is given, or when neither memcached: nor sql: is.
-      # fill_wait: seconds a fetch that missed waits for another process's (or host's) fill of the
-      #     same key before running its block itself (default 2; 0 turns single-flight off).
-      # coherence_interval: seconds L1 keeps a copy of a tag version read from memcached or SQL
-      #     (default 1): the longest another host's invalidate_tags goes unseen here. With L1
-      #     over memcached and no poller, also the longest L1 keeps any entry (Stack's host_ttl),
-      #     so another host's write or delete of a key is seen here within it too.
-      # poll_interval: seconds between reads of the SQL tier's invalidation log by this host's
-      #     poller (default 0.05; Strata::Poller), which runs with L1 over an SQL tier that
-      #     writes the log. poll_listen: on PostgreSQL, also wake at its NOTIFY (default true).
-      #     Where it runs, L1 keeps an entry at most Strata::Dependencies::POLLED_TTL (30 s).
-      # serializer: :marshal_7_1 (Marshal, the default), :message_pack, or an object with dump/load.
-      # compressor: responds to deflate/inflate (Zlib by default; nil: none); used when compress is on.
-      # coder: an object with dump/load (and optionally dump_compressed) for whole entries, instead
-      #     of serializer and compressor (see Codec); nil: Strata's own encoding, uncompressed.
-      # max_key_size: the longest key in bytes, MIN_KEY_BYTES to MAX_KEY_BYTES (the default);
-      #     longer ones are shortened with a digest (Rails 8.1's option, taken on every line).
+      # Options, besides the Store ones (docs/configuration.md): l1:, memcached:, sql: (the
+      # tiers' options; L1 is there when l1: is given or neither other one is), fill_wait:,
+      # coherence_interval:, poll_interval:, poll_listen: (Strata::Engine.new), serializer:,
+      # compressor:, coder: (Codec), max_key_size: (MIN_KEY_BYTES to MAX_KEY_BYTES, the default).
       def initialize(options = nil)
         options = DEFAULTS.merge(options || {})
         max_key_size = checked_key_size(options.delete(:max_key_size))

@@ -8,6 +8,8 @@ module ActiveSupport
       # The one place a tier failure becomes a fallback (a miss, a false write) and the report of
       # the first of each outage to ActiveSupport.error_reporter and the log.
       module Failures
+        SOURCE = "strata.cache"
+
         private
 
         # The one place a tier failure becomes a fallback (a miss, a false write): it is counted and

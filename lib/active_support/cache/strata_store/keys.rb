@@ -8,6 +8,20 @@ module ActiveSupport
       # Keys as the tiers get them: Rails' normalize_key made byte-wise, the namespace read per call
       # (namespace=), keys past max_key_size shortened with a digest; delete_matched's matchers.
       module Keys
+        # Cache keys are at most max_key_size bytes, this many by default and at most (every tier's
+        # limit: L1's table, memcached's protocol, the SQL tier's key column); longer ones become a
+        # prefix, HASHED_KEY and a digest, as Rails' Store#truncate_key makes them.
+        MAX_KEY_BYTES = 250
+        # The smallest max_key_size: HASHED_KEY and a SHA-256 digest in hex (hash_digest_class's
+        # longest in Rails) take 70 bytes, and at least 30 of the key itself stay in front.
+        MIN_KEY_BYTES = 100
+        HASHED_KEY = ":hash:"
+        # Rails 8.1's Store#truncate_key drops the bytes of a character its cut splits, and any other
+        # bytes that are not UTF-8, from the part it keeps: there keys are shortened the same way.
+        # Before it (7.1 to 8.0) the cut is on the byte, as it has always been here, so the keys
+        # entries are stored under stay what they were.
+        SCRUBBED_CUT = Store.private_method_defined?(:truncate_key)
+
         unless Store.method_defined?(:namespace=)
           # Rails 8.1's Store#namespace and #namespace=, for the lines before it.
           def namespace

@@ -9,6 +9,14 @@ module ActiveSupport
       # with (read before its block; what the block reads adds its own), tag_versions and as_of:,
       # fragments' records, invalidate_tags and the transactions that defer it.
       module Tags
+        # Rails 8.1 reports events (ActiveSupport.event_reporter, Rails.event); invalidate_tags
+        # reports INVALIDATE_REPORTED there too. The lines before it have no reporter.
+        REPORTS_EVENTS = ActiveSupport.respond_to?(:event_reporter)
+        INVALIDATE_EVENT = "invalidate.strata"
+        INVALIDATE_REPORTED = "strata.invalidate"
+        # stamps_for's answer for a computation whose result must not be cached (Capture#spoiled).
+        SPOILED = [].freeze
+
         # The current versions of tags (Strings or Symbols), read now, one read per tier for all of
         # them: a Strata::TagVersions for fetch's, write's or write_multi's `as_of:`, which stamps
         # the entry with these versions instead of those read by the call. For a value computed
