@@ -1,7 +1,7 @@
 # frozen_string_literal: true
 
 module Strata
-  # How many computations (fetch blocks, Dependencies::Capture) run in this process, so that a
+  # How many computations (Strata::Computation) run in this process, so that a
   # stamped hit outside any of them, the common case, looks nothing up (Engine#noted). A fiber
   # with one running has entered it, and the count, changed under a lock, is read as this thread
   # last wrote it or later, so it is never 0 then. A count left above 0 (an interrupt between

@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "strata"
+require "strata/computation"
 require "strata/computations"
 require "strata/counters"
 require "strata/failure_reports"
@@ -28,18 +29,12 @@ module Strata
   #   engine.fetch("bug/42/json", ttl: 300, tags: ["bugs/42"]) { render(bug).to_json }
   #   engine.invalidate_tags("bugs/42")
   #
-  # Computations: what runs in one fiber (the read-through of the innermost fetch, the innermost
-  # fetch_multi's, the Dependencies::Capture of the innermost computation) is kept in one
-  # fiber-local slot per engine (#execution_state), so that two engines never see each other's.
+  # Computations: the innermost Strata::Computation of a fiber (a fetch, a fetch_multi or a
+  # fragment; each holds the one it runs inside) is kept in one fiber-local slot per engine
+  # (#current), so that two engines never see each other's.
   #
   # Thread safety: built once; what it holds is safe to use from many threads and processes.
   class Engine
-    # What one fiber has under way (#execution_state). read_through: the Strata::ReadThrough of
-    # the innermost fetch; multi: the innermost fetch_multi's read-throughs by key, multi_unread:
-    # whether that fetch_multi has yet to read its misses through; capture: the
-    # Dependencies::Capture of the innermost computation (#capturing).
-    ExecutionState = Struct.new(:read_through, :multi, :multi_unread, :capture)
-
     attr_reader :stack, :counters, :poller, :retries
     # What else the Rails adapter takes as a tag (StrataStore#tag_ids), for #tag_ids' message.
     MODEL_TAGS = ", or (through StrataStore) a saved Strata::Model record, a relation or model of one"
@@ -101,11 +96,11 @@ module Strata
     # a #fetch of key: with what its computation depends on). False when no tier took it.
     def write(key, value, ttl: nil, tags: nil)
       check_key(key)
-      capture = current_state&.capture
-      if capture&.for?(key)
-        return false if capture.spoiled
+      computation = computing
+      if computation&.for?(key)
+        return false if computation.spoiled
 
-        stamps = capture.stamps
+        stamps = computation.stamps
       else
         stamps = tag_stamps(tags)
       end
@@ -141,7 +136,7 @@ module Strata
     # Removes key from every tier. Whether some tier held it.
     def delete(key)
       check_key(key)
-      through = current_read_through(key)
+      through = claim(key)
       through ? through.delete : @stack.delete(key)
     end
 
@@ -171,20 +166,20 @@ module Strata
 
     # --- What the adapter and the methods above share ---------------------------------------
 
-    # The entry bytes under key, or nil: through the read-through of key when a fetch of it runs
-    # in this fiber (ReadThrough#get: its first answer, until this fiber wrote or deleted key
-    # itself), noted for the computation under way (#noted). info: as Stack#get's.
+    # The entry bytes under key, or nil: through the claim on key of a computation under way in
+    # this fiber (#claim; ReadThrough#get: its first answer, until this fiber wrote or deleted
+    # key itself), noted for the computation under way (#noted). info: as Stack#get's.
     def get_bytes(key, info = nil)
-      through = current_read_through(key)
+      through = claim(key)
       noted(key, through ? through.get(info) : @stack.get(key, info))
     end
 
     # Stores entry bytes under key for ttl seconds (nil: none), with add when unless_exist:
-    # through the read-through of key when a fetch of it (or a fetch_multi's miss) runs in this
-    # fiber (ReadThrough#set: the fill), else Stack#set or #add. Their answer; raises
+    # through the claim on key of a computation under way in this fiber (#claim;
+    # ReadThrough#set: the fill), else Stack#set or #add. Their answer; raises
     # Strata::ValueTooLargeError when no tier could hold the bytes.
     def set_bytes(key, bytes, ttl, unless_exist = false)
-      through = read_through_of(key)
+      through = claim(key)
       if unless_exist
         through ? through.add(bytes, ttl: ttl) : @stack.add(key, bytes, ttl: ttl)
       else
@@ -222,49 +217,49 @@ module Strata
       done
     end
 
-    # This fiber's ExecutionState, made on first use. The slot is read here and in
-    # #current_state only.
-    def execution_state
-      Thread.current[@state_key] ||= ExecutionState.new(nil, nil, false, nil)
-    end
-
-    # This fiber's ExecutionState, or nil before its first use.
-    def current_state
+    # The innermost Strata::Computation under way in this fiber, or nil. The slot is read and
+    # written in this section only.
+    def current
       Thread.current[@state_key]
     end
 
-    # The Strata::ReadThrough of the fetch of key running in this fiber, if any.
-    def current_read_through(key)
-      through = execution_state.read_through
-      through if through && through.key == key
+    # The innermost computation of this fiber whose block runs (Computation#computing?), or nil.
+    def computing
+      computation = Thread.current[@state_key]
+      computation = computation.outer while computation && !computation.computing?
+      computation
     end
 
-    # The read-through a write of key goes through: the current fetch's, or that of a
-    # fetch_multi's miss.
-    def read_through_of(key)
-      return nil unless (state = current_state) # every write asks: one look at the slot
+    # The read-through of key that a computation under way in this fiber holds (the innermost
+    # one that does), or nil. Reads, writes and deletes of key in the fiber go through it.
+    def claim(key)
+      computation = Thread.current[@state_key]
+      while computation
+        through = computation.claim(key)
+        return through if through
 
-      through = state.read_through
-      return through if through && through.key == key
-
-      (throughs = state.multi) && throughs[key]
+        computation = computation.outer
+      end
+      nil
     end
 
-    # Runs the block as the read-through of key (Stack#read_through), yielding it: it is current
-    # in this fiber meanwhile (#current_read_through), and finished after. Inside the
-    # read-through of key already (a fetch of key inside its own block), the block runs in that
-    # one. host_probed: the host table was read for key just before, and held nothing live.
+    # Runs the block as the read-through of key (Stack#read_through), yielding it: a fetch's
+    # computation holds it as its claim (#claim) meanwhile, and it is finished after. When a
+    # computation under way in this fiber claims key already (a fetch of key inside its own
+    # block, or inside fetch_multi's), the block runs in that claim. host_probed: the host table
+    # was read for key just before, and held nothing live.
     def reading_through(key, host_probed = false)
-      state = execution_state
-      outer = state.read_through
-      return yield(outer) if outer && outer.key == key
+      outer = Thread.current[@state_key]
+      if outer && (held = claim(key))
+        return yield(held)
+      end
 
       @stack.read_through(key, host_probed) do |through|
-        state.read_through = through
+        Thread.current[@state_key] = Computation.new(key, outer, through)
         begin
           yield through
         ensure
-          state.read_through = outer
+          Thread.current[@state_key] = outer
         end
       end
     end
@@ -272,22 +267,31 @@ module Strata
     # Runs the block as the computation of the entries under keys (one key, or an Array),
     # stamped with stamps ([[tag id, version], ...], read before the block, so that an
     # invalidation during it makes the entry miss) and those of what the block reads (#noted).
-    # Its Dependencies::Capture is current in this fiber until the block ends; then the
-    # computation around it, if any, is current again, and depends on what it depended on.
-    def capturing(keys, stamps)
-      state = execution_state
-      outer = state.capture
-      capture = Dependencies::Capture.new(keys, stamps, outer)
+    # Yields the Strata::Computation: the fetch of keys whose read-through is innermost (it
+    # missed), else a new one, current until the block ends; then the one around it depends on
+    # what it depended on. claims: fetch_multi's Hash of read-throughs (Computation#claims),
+    # which are finished after, with unread set until its own read.
+    def capturing(keys, stamps, claims = nil)
+      current = Thread.current[@state_key]
+      # The fetch's own computation, which read and missed: it stays current after the block,
+      # until its read-through ends (#reading_through).
+      own = claims.nil? && current && !current.computing? && current.keys == keys
+      computation = own ? current : Computation.new(keys, current, claims)
+      outer = computation.outer
+      computation.unread = true if claims
+      computation.start(stamps)
       @computations.enter
-      state.capture = capture
+      Thread.current[@state_key] = computation
       begin
-        yield capture
+        yield computation
       ensure
-        state.capture = outer
+        computation.stop
         @computations.leave
+        Thread.current[@state_key] = current unless own
+        claims&.each_value(&:finish)
         if outer
-          outer.add(capture.words)
-          outer.spoil! if capture.spoiled
+          outer.add(computation.words)
+          outer.spoil! if computation.spoiled
         end
       end
     end
@@ -299,11 +303,11 @@ module Strata
     end
 
     # bytes, read under key (nil: not known); when they are a stamped entry, the computation
-    # under way in this fiber depends on them too (Capture#read). Every read whose bytes are
+    # under way in this fiber depends on them too (Computation#read). Every read whose bytes are
     # used passes them here. While no computation runs in the process, a hit looks nothing up.
     def noted(key, bytes)
-      if bytes && !@computations.idle? && Entry.stamped?(bytes) && (capture = current_state&.capture)
-        capture.read(key, bytes)
+      if bytes && !@computations.idle? && Entry.stamped?(bytes) && (computation = computing)
+        computation.read(key, bytes)
       end
       bytes
     end

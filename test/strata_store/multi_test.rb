@@ -106,6 +106,19 @@ class StrataStoreMultiTest < Strata::StoreCase
     assert_equal "made missing", store.read("missing")
   end
 
+  # fetch_multi holds the host lock of each key it missed (its computation's claims): a fetch of
+  # such a key inside its block goes through that claim instead of waiting on the lock its own
+  # fiber holds. The inner fetch's value is the fill; fetch_multi's own write of it follows.
+  def test_a_fetch_inside_fetch_multi_of_one_of_its_keys_uses_its_claim
+    result = store.fetch_multi("outer", "inner") do |name|
+      (name == "inner") ? store.fetch("inner") { "made inside" } : "made outer"
+    end
+
+    assert_equal({"outer" => "made outer", "inner" => "made inside"}, result)
+    assert_equal "made inside", store.read("inner")
+    assert_equal 0, store.stats[:counters][:store][:lock_waits]
+  end
+
   def test_fetch_multi_with_skip_nil_does_not_store_nils
     store.fetch_multi("nothing", skip_nil: true) { nil }
 

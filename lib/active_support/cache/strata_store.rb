@@ -166,7 +166,7 @@ module ActiveSupport
       def served_put_back(key, event)
         @counters.add(Strata::Counters::STALE_HITS)
         event[:stale] = true if event
-        through = @engine.current_read_through(key)
+        through = @engine.claim(key)
         through.put_back_served = true if through
       end
 

@@ -15,16 +15,16 @@ module ActiveSupport
       #
       # 1. The probe. When nobody listens and no local cache is active, the host table alone is
       #    read (Stack#get_host_plain): a live value there is the answer, counted and not timed.
-      # 2. The read-through (Stack#read_through; one per key and fiber, the ReadThrough current
-      #    while it runs), whose first read every later read of the key in this fiber is served:
+      # 2. The read-through (Stack#read_through; one per key and fiber, the claim of the fetch's
+      #    Strata::Computation while it runs), whose first read every later read of the key in this fiber is served:
       #    single-flight, so that when the key misses, one caller per host (through L1's host
       #    lock) and one across hosts (through a memcached lease) runs the block, and the others
       #    wait up to fill_wait for its value, or get a stale one while it refills. A live entry
       #    is a hit (cache_fetch_hit carries the read-through's stale: and waited:). An expired one is put back for
       #    race_condition_ttl, or deleted; either way, and for a missing or mismatched entry, a
       #    miss.
-      # 3. The block, on a miss, inside its capture (its tags' stamps and those of what it reads,
-      #    Dependencies::Capture) until its value is written: a fill (Strata::Counters).
+      # 3. The block, on a miss, as that computation (its tags' stamps and those of what it
+      #    reads, Engine#capturing) until its value is written: a fill (Strata::Counters).
       #
       # Events are made only when someone listens (a subscriber or a debug logger): their
       # payloads, as Rails builds them, cost more than an L1 hit.
@@ -79,11 +79,11 @@ module ActiveSupport
         # Store#fetch_multi's contract (one cache_read_multi event with super_operation:
         # :fetch_multi and the hits, the block for each miss in the order given, skip_nil, then
         # one write_multi of what it computed), with single-flight for the misses: each name no
-        # tier holds is read through as #fetch would (read_multi_entries, the fiber's
-        # ExecutionState#multi_unread), in key order, so two fetch_multis of the same names take
-        # their host locks in one order. A value another caller filled meanwhile counts as a hit;
-        # this caller computes the rest, inside one capture for them all, and holds their
-        # read-throughs until write_multi_entries has written them (ReadThrough#finish after).
+        # tier holds is read through as #fetch would (read_multi_entries, while its computation
+        # is Computation#unread), in key order, so two fetch_multis of the same names take their
+        # host locks in one order. A value another caller filled meanwhile counts as a hit; this
+        # caller computes the rest as one computation, which holds their read-throughs as its
+        # claims until write_multi_entries has written them (ReadThrough#finish after).
         def fetch_multi(*names)
           raise ArgumentError, "Missing block: `Cache#fetch_multi` requires a block." unless block_given?
           return {} if names.empty?
@@ -92,29 +92,21 @@ module ActiveSupport
           keys = names.map { |name| normalize_key(name, options) }
           # Hidden by a transaction's pending tags: computed and not cached (#storable?).
           read = !(options[:force] || hidden_by_transaction?(options))
-          state = @engine.execution_state
-          outer = state.multi
-          state.multi = throughs = {}
-          state.multi_unread = read
-          begin
-            capturing(keys, options[:tags], options[:as_of]) do
-              writes = {}
-              ordered = instrument_multi(:read_multi, NAMED_MULTI_EVENTS ? names : keys, options) do |payload|
-                reads = read ? read_multi_entries(names, **options, event: payload) : {}
-                ordered = names.index_with { |name| reads.fetch(name) { writes[name] = yield(name) } }
-                writes.compact! if options[:skip_nil]
-                payload[:hits] = NAMED_MULTI_EVENTS ? reads.keys : reads.keys.map { |name| normalize_key(name, options) }
-                payload[:super_operation] = :fetch_multi
-                write_multi(writes, options) if WRITES_INSIDE_READ_MULTI
-                ordered
-              end
-              write_multi(writes, options) unless WRITES_INSIDE_READ_MULTI
+          # The read-throughs of its misses (read_multi_entries), finished when it ends.
+          claims = read ? {} : nil
+          capturing(keys, options[:tags], options[:as_of], claims) do
+            writes = {}
+            ordered = instrument_multi(:read_multi, NAMED_MULTI_EVENTS ? names : keys, options) do |payload|
+              reads = read ? read_multi_entries(names, **options, event: payload) : {}
+              ordered = names.index_with { |name| reads.fetch(name) { writes[name] = yield(name) } }
+              writes.compact! if options[:skip_nil]
+              payload[:hits] = NAMED_MULTI_EVENTS ? reads.keys : reads.keys.map { |name| normalize_key(name, options) }
+              payload[:super_operation] = :fetch_multi
+              write_multi(writes, options) if WRITES_INSIDE_READ_MULTI
               ordered
             end
-          ensure
-            state.multi_unread = false
-            state.multi = outer
-            throughs.each_value(&:finish)
+            write_multi(writes, options) unless WRITES_INSIDE_READ_MULTI
+            ordered
           end
         end
 
@@ -129,7 +121,7 @@ module ActiveSupport
             return counted_hit(value, started) unless Codec::MISS.equal?(value)
           end
           entry = fetched_entry(name, key, options, version, watched)
-          entry ? fetch_hit(name, options, entry, watched, started) : generate(name, key, options, started, watched, local, &block)
+          entry ? fetch_hit(name, key, options, entry, watched, started) : generate(name, key, options, started, watched, local, &block)
         end
 
         # The live value the read-through of key finds; ABSENT when no tier holds key, Codec::MISS
@@ -189,9 +181,9 @@ module ActiveSupport
         # A hit's value, cache_fetch_hit made when watched: with stale: true when the value was
         # a stale one served while another caller refills (or put back for race_condition_ttl),
         # and waited: the seconds the read-through waited on another caller's host lock or lease.
-        def fetch_hit(name, options, entry, watched, started)
+        def fetch_hit(name, key, options, entry, watched, started)
           if watched
-            through = @engine.execution_state.read_through
+            through = @engine.claim(key)
             if through && (through.stale || through.waited || through.put_back_served)
               found = {}
               found[:stale] = true if through.stale || through.put_back_served
@@ -210,7 +202,7 @@ module ActiveSupport
         end
 
         # The block's value on a miss (or with force), written unless it is nil and skip_nil is
-        # given; within cache_generate when someone listens. The block runs inside its capture
+        # given; within cache_generate when someone listens. The block runs as its computation
         # until the write has taken its stamps (#stamps_for); its run is a fill, and the fetch a
         # fetch_miss (Strata::Counters), timed from started.
         def generate(name, key, options, started, watched, local)

@@ -20,13 +20,14 @@ module ActiveSupport
         end
 
         def read_multi_entries(names, event: nil, **options)
-          state = @engine.execution_state
+          computation = @engine.current
+          unread = computation&.unread
           none_pending = !Strata::TransactionTags.current
           namespace = namespace_of(options)
           # A plain read: the host tier's bare Strings come back as values, keys made and stamps
           # checked in the same call, unless what a read's stamps are handed to (a transaction's
           # pending tags, a computation's dependencies) is waiting for them.
-          if !state.multi_unread && none_pending && @engine.idle? && (prefix = key_prefix(namespace)) &&
+          if !unread && none_pending && @engine.idle? && (prefix = key_prefix(namespace)) &&
               (answer = @stack.get_multi_plain(names, prefix, @max_key_size, event))
             return plain_values(answer, namespace, event, options)
           end
@@ -34,9 +35,9 @@ module ActiveSupport
           keys_to_names = normalized_keys(names, options, namespace)
           found = @stack.get_multi(keys_to_names.keys, event)
           found.each { |key, bytes| @engine.noted(key, bytes) } unless @engine.idle?
-          if state.multi_unread
-            state.multi_unread = false # only fetch_multi's own read reads through
-            read_through_misses(keys_to_names.keys - found.keys, found, state.multi, event)
+          if unread
+            computation.unread = false # only fetch_multi's own read reads through
+            read_through_misses(keys_to_names.keys - found.keys, found, computation.claims, event)
           end
           live_values(keys_to_names, found, options, none_pending)
         end
@@ -107,7 +108,7 @@ module ActiveSupport
           if options[:unless_exist]
             payloads.each { |key, payload| write_serialized_entry(key, payload, **options) }
           else
-            filled = payloads.select { |key, _| @engine.read_through_of(key) }
+            filled = payloads.select { |key, _| @engine.claim(key) }
             filled.each { |key, payload| write_serialized_entry(key, payload, **options) }
             plain = filled.empty? ? payloads : payloads.except(*filled.keys)
             unless plain.empty?

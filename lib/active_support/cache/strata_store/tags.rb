@@ -14,7 +14,7 @@ module ActiveSupport
         REPORTS_EVENTS = ActiveSupport.respond_to?(:event_reporter)
         INVALIDATE_EVENT = "invalidate.strata"
         INVALIDATE_REPORTED = "strata.invalidate"
-        # stamps_for's answer for a computation whose result must not be cached (Capture#spoiled).
+        # stamps_for's answer for a computation whose result must not be cached (Computation#spoiled).
         SPOILED = [].freeze
 
         # The current versions of tags (Strings or Symbols), read now, one read per tier for all of
@@ -113,7 +113,7 @@ module ActiveSupport
         # not cached (Strata::TransactionTags): a fetch's result is left unwritten; a write deletes
         # the key, whose old value may not carry the tag. False: nothing was stored.
         def withheld(key)
-          delete_entry(key) unless @engine.current_state&.capture&.for?(key)
+          delete_entry(key) unless @engine.computing&.for?(key)
           false
         end
 
@@ -121,8 +121,8 @@ module ActiveSupport
         # stamped with the versions of tags, read now (before the block, so that an invalidation
         # during it makes the entry miss), or those in as_of: a Strata::TagVersions read earlier
         # (#tag_versions).
-        def capturing(keys, tags, as_of = nil, &block)
-          @engine.capturing(keys, tags ? stamps_of(tags, as_of) : Strata::Entry::NO_STAMPS, &block)
+        def capturing(keys, tags, as_of = nil, claims = nil, &block)
+          @engine.capturing(keys, tags ? stamps_of(tags, as_of) : Strata::Entry::NO_STAMPS, claims, &block)
         end
 
         # The stamps the entry written under key carries: the computation's whose result it is;
@@ -130,17 +130,16 @@ module ActiveSupport
         # race_condition_ttl), those of the entry it read; else the versions of tags in as_of, or
         # their current versions (a write's versions are read when it is called).
         def stamps_for(key, tags, as_of = nil)
-          if (state = @engine.current_state) # every write comes here: one look at the slot
-            capture = state.capture
-            if capture&.for?(key)
-              if (loaded = capture.loaded) # a fragment's records: checked once, when it is written
-                capture.loaded = nil
-                capture.spoil! if changed_since_loaded?(*loaded)
+          if @engine.current # every write comes here: one look at the slot when nothing runs
+            computation = @engine.computing
+            if computation&.for?(key)
+              if (loaded = computation.loaded) # a fragment's records: checked once, when it is written
+                computation.loaded = nil
+                computation.spoil! if changed_since_loaded?(*loaded)
               end
-              return capture.spoiled ? SPOILED : capture.stamps
+              return computation.spoiled ? SPOILED : computation.stamps
             end
-            through = state.read_through
-            if through && through.key == key && (words = through.read_stamps)
+            if (words = @engine.claim(key)&.read_stamps)
               return words.each_slice(2).to_a
             end
           end
@@ -168,7 +167,7 @@ module ActiveSupport
         # its updated_at in the database, read now that the fragment's stamps are read, is not the
         # one it was loaded with. The fragment would then show data older than its stamps, which
         # no later invalidation would remove (the tag's change came before them), so it and the
-        # computations around it are not cached (Capture#spoil!). One query per model class, when
+        # computations around it are not cached (Computation#spoil!). One query per model class, when
         # a missed fragment is written; records without updated_at are not checked.
         def changed_since_loaded?(name, tags)
           return false if Strata.autoload?(:Model)

@@ -29,7 +29,7 @@ module ActiveSupport
             # L1 alone, and L1 holds nothing under key (read once more, as the base read would,
             # which counts the miss and drops a stale copy): nil without the base read's options
             # and payload. Anything there goes the base way.
-            return nil if @stack.host_only? && !@engine.current_read_through(key) && absent?(key)
+            return nil if @stack.host_only? && !@engine.claim(key) && absent?(key)
 
             return counted_read(Strata::Clock.monotonic_us) { super }
           end
