@@ -452,6 +452,20 @@ module Strata
       nil
     end
 
+    # A mark under key (one of the stack's own: a NUL byte first) in the top tier only, for ttl
+    # seconds: a hint the processes sharing that tier see (on L1, one host's), such as the
+    # fail-safe throttle. Best effort: a failure is reported, and the mark is simply absent.
+    def mark(key, ttl)
+      @list.safely(0) { @tiers[0].set(key, MARK, ttl: ttl) }
+    end
+
+    # Whether the top tier holds a mark under key (#mark).
+    def marked?(key)
+      !@list.safely(0) { @tiers[0].get(key) }.nil?
+    end
+
+    MARK = "1"
+
     # Whether key is one of the stack's own (a lock, a tag version), not a cache entry: they
     # start with a NUL byte, which no cache key does.
     def reserved_key?(key)

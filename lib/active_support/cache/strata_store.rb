@@ -16,6 +16,7 @@ require "active_support/cache/strata_store/codec"
 require "active_support/cache/strata_store/counted_multi_reads"
 require "active_support/cache/strata_store/counting"
 require "active_support/cache/strata_store/failures"
+require "active_support/cache/strata_store/fail_safe"
 require "active_support/cache/strata_store/fetch"
 require "active_support/cache/strata_store/keys"
 require "active_support/cache/strata_store/multi_entries"
@@ -57,6 +58,7 @@ module ActiveSupport
       include Keys         # normalize_key, namespace=, max_key_size, delete_matched's matchers
       include Counting     # increment, decrement, read_counter, write_counter
       include Failures     # a tier failure: a miss or a false write, and one report
+      include FailSafe     # fail_safe: a block that raises answers the last good value
       # The layers over the hooks: the local cache, and the hit and write paths taken when
       # nobody subscribes to their events.
       prepend Strategy::LocalCache
@@ -72,10 +74,13 @@ module ActiveSupport
       # Options, besides the Store ones (docs/configuration.md): l1:, memcached:, sql: (the
       # tiers' options; L1 is there when l1: is given or neither other one is), fill_wait:,
       # coherence_interval:, poll_interval:, poll_listen: (Strata::Engine.new), serializer:,
-      # compressor:, coder: (Codec), max_key_size: (MIN_KEY_BYTES to MAX_KEY_BYTES, the default).
+      # compressor:, coder: (Codec), max_key_size: (MIN_KEY_BYTES to MAX_KEY_BYTES, the default),
+      # fail_safe:, fail_safe_throttle: (FailSafe; per call too).
       def initialize(options = nil)
         options = DEFAULTS.merge(options || {})
         max_key_size = checked_key_size(options.delete(:max_key_size))
+        checked_fail_safe(options[:fail_safe])
+        checked_fail_safe(options[:fail_safe_throttle], :fail_safe_throttle)
         l1 = options.delete(:l1)
         memcached = options.delete(:memcached)
         sql = options.delete(:sql)
@@ -100,6 +105,7 @@ module ActiveSupport
         # With L1 alone every write lands in the table, whose set and add copy a
         # Strata::Entry::Split into place: a large value is copied once (Codec#dump).
         @split_writes = @stack.tier_names == [:l1]
+        @fail_safe_reports = Concurrent::Map.new # key => {error class => true} (FailSafe)
       end
 
       # Delete every entry whose key matches matcher, and return how many were deleted. matcher is
@@ -151,12 +157,18 @@ module ActiveSupport
 
       # The hit path: explicit keywords and no detour through deserialize_entry, to allocate as
       # little as possible per read.
-      def read_entry(key, event: nil, raw: false, **)
+      # An expired entry that fail_safe: keeps is a miss for a read, which would delete it, but
+      # not for a fetch (fetching), which may fall back on it (FailSafe).
+      def read_entry(key, event: nil, raw: false, fail_safe: nil, fetching: false, **)
         bytes = read_bytes(key, event)
         return nil unless bytes
 
         entry = failsafe(nil) { @codec.load(bytes, raw) }
-        served_put_back(key, event) if entry && Strata::Entry.put_back?(bytes) && !entry.expired?
+        if entry&.expired?
+          return nil if fail_safe && !fetching && last_good?(entry, fail_safe)
+        elsif entry && Strata::Entry.put_back?(bytes)
+          served_put_back(key, event)
+        end
         entry
       end
 
@@ -220,7 +232,7 @@ module ActiveSupport
         Strata::Entry.put_back!(payload) if put_back
         return write_serialized_entry(key, payload, **options) if local
 
-        store_payload(key, payload, options[:unless_exist], write_ttl(options[:expires_in], options[:race_condition_ttl], options[:raw]))
+        store_payload(key, payload, options[:unless_exist], write_ttl(options[:expires_in], options[:race_condition_ttl], options[:raw], options[:fail_safe]))
       ensure
         @read_hits._operation_since(Strata::Counters::WRITE, started)
       end
@@ -236,8 +248,8 @@ module ActiveSupport
         value.instance_of?(String) && value.bytesize >= Strata::Entry::SPLIT_MIN && !(local && local_cache)
       end
 
-      def write_serialized_entry(key, payload, unless_exist: false, expires_in: nil, race_condition_ttl: nil, raw: false, **)
-        store_payload(key, payload, unless_exist, write_ttl(expires_in, race_condition_ttl, raw))
+      def write_serialized_entry(key, payload, unless_exist: false, expires_in: nil, race_condition_ttl: nil, raw: false, fail_safe: nil, **)
+        store_payload(key, payload, unless_exist, write_ttl(expires_in, race_condition_ttl, raw, fail_safe))
       end
 
       # Stores payload under key for ttl seconds (nil: no TTL), with add when unless_exist.
@@ -267,12 +279,14 @@ module ActiveSupport
       # past what any tier can hold (the entry's header still expires it). NaN or a negative
       # expires_in is the caller's mistake: ArgumentError (Rails drops a negative one given per
       # call, with a report; one reaching here is the store's default).
-      def write_ttl(expires_in, race_condition_ttl, raw)
+      # fail_safe: seconds the entry stays past its expiry as a fetch's last good value.
+      def write_ttl(expires_in, race_condition_ttl, raw, fail_safe = nil)
         return nil unless expires_in
 
         ttl = expires_in.to_f
-        # A stale entry must outlive its expiry by the race window, so one fetch can put it back.
-        ttl += race_condition_ttl.to_f if race_condition_ttl && !raw
+        # A stale entry must outlive its expiry by the race window, so one fetch can put it back,
+        # and by fail_safe's, so that a fetch whose block fails can answer it.
+        ttl += [(race_condition_ttl.to_f if race_condition_ttl), checked_fail_safe(fail_safe)].compact.max.to_f unless raw
         return ttl if ttl >= 0 && ttl < Strata::Entry::NEVER_AFTER
         return nil if ttl >= 0 # NaN fails both comparisons
 

@@ -47,6 +47,7 @@ module ActiveSupport
 
             return read(name, options)
           end
+          check_fail_safe_options(options) if options && (options.key?(:fail_safe) || options.key?(:fail_safe_throttle))
 
           # A hit reads nothing of tags: (the entry carries its stamps), so a fetch given only
           # tags probes with the store's own options, and merges the given ones when it misses:
@@ -98,7 +99,15 @@ module ActiveSupport
             writes = {}
             ordered = instrument_multi(:read_multi, NAMED_MULTI_EVENTS ? names : keys, options) do |payload|
               reads = read ? read_multi_entries(names, **options, event: payload) : {}
-              ordered = names.index_with { |name| reads.fetch(name) { writes[name] = yield(name) } }
+              ordered = names.index_with do |name|
+                reads.fetch(name) do
+                  next writes[name] = yield(name) unless options[:fail_safe]
+
+                  value, computed = computed_or_last_good(name, options) { yield(name) }
+                  writes[name] = value if computed
+                  value
+                end
+              end
               writes.compact! if options[:skip_nil]
               payload[:hits] = NAMED_MULTI_EVENTS ? reads.keys : reads.keys.map { |name| normalize_key(name, options) }
               payload[:super_operation] = :fetch_multi
@@ -121,7 +130,9 @@ module ActiveSupport
             return counted_hit(value, started) unless Codec::MISS.equal?(value)
           end
           entry = fetched_entry(name, key, options, version, watched)
-          entry ? fetch_hit(name, key, options, entry, watched, started) : generate(name, key, options, started, watched, local, &block)
+          return fetch_hit(name, key, options, entry, watched, started) if entry && !entry.expired?
+
+          generate(name, key, options, started, watched, local, entry, &block) # entry: the last good value, or nil
         end
 
         # The live value the read-through of key finds; ABSENT when no tier holds key, Codec::MISS
@@ -136,7 +147,8 @@ module ActiveSupport
           Codec::MISS
         end
 
-        # The live entry under key, of version, or nil; within cache_read when watched.
+        # The live entry under key, of version, an expired one kept for fail_safe (#expired), or
+        # nil; within cache_read when watched.
         def fetched_entry(name, key, options, version, watched)
           return live_entry(key, options, version, nil) unless watched
 
@@ -144,17 +156,18 @@ module ActiveSupport
           instrument(:read, NAMED_EVENTS ? name : key, options) do |payload|
             entry = live_entry(key, options, version, payload)
             payload[:super_operation] = :fetch
-            payload[:hit] = !entry.nil?
+            payload[:hit] = !entry.nil? && !entry.expired?
           end
           entry
         end
 
         # What the read-through holds under key when live and of version, else nil; an expired
-        # entry is put back or deleted (#expired). event: the cache_read payload, or nil.
+        # entry is put back or deleted, or kept for fail_safe (#expired). event: the cache_read
+        # payload, or nil.
         def live_entry(key, options, version, event)
-          entry = read_entry(key, **options, event: event)
+          entry = read_entry(key, **options, event: event, fetching: true)
           return nil unless entry
-          return expired(entry, key, options) if entry.expired?
+          return expired(entry, key, options, version) if entry.expired?
           return nil if entry.mismatched?(version)
 
           entry.value # a value that no longer loads is a miss, as in Rails
@@ -166,16 +179,20 @@ module ActiveSupport
         # An expired entry: less than race_condition_ttl ago, it is written back with expires_at
         # pushed that far ahead (readers are served it meanwhile, while this caller computes)
         # and marked (Strata::Entry.put_back!), so that whoever is served the copy, through any
-        # tier, counts a stale hit (#served_put_back); else it is deleted. nil: a miss either way.
-        def expired(entry, key, options)
+        # tier, counts a stale hit (#served_put_back). A miss either way; the entry is returned,
+        # left in place, when it is one fail_safe may fall back on (of version, and
+        # FailSafe#last_good?), else nil, deleted unless put back.
+        def expired(entry, key, options, version)
           race_ttl = options[:race_condition_ttl].to_i
+          kept = options[:fail_safe] && !entry.mismatched?(version) && last_good?(entry, options[:fail_safe])
           if race_ttl > 0 && Time.now.to_f - entry.expires_at <= race_ttl
-            entry.expires_at = Time.now.to_f + race_ttl
-            store_entry(key, entry, options.merge(expires_in: race_ttl * 2), true, true)
-          else
+            put_back = kept ? entry.dup : entry # the fallback keeps its own expires_at
+            put_back.expires_at = Time.now.to_f + race_ttl
+            store_entry(key, put_back, options.merge(expires_in: race_ttl * 2), true, true)
+          elsif !kept
             delete_entry(key, **options)
           end
-          nil
+          kept ? entry : nil
         end
 
         # A hit's value, cache_fetch_hit made when watched: with stale: true when the value was
@@ -204,15 +221,27 @@ module ActiveSupport
         # The block's value on a miss (or with force), written unless it is nil and skip_nil is
         # given; within cache_generate when someone listens. The block runs as its computation
         # until the write has taken its stamps (#stamps_for); its run is a fill, and the fetch a
-        # fetch_miss (Strata::Counters), timed from started.
-        def generate(name, key, options, started, watched, local)
-          value = capturing(key, options[:tags], options[:as_of]) do
+        # fetch_miss (Strata::Counters), timed from started. last_good: the expired entry the
+        # fetch may answer instead when the block raises (FailSafe), or nil.
+        def generate(name, key, options, started, watched, local, last_good = nil)
+          if last_good && !Codec::MISS.equal?(value = throttled_value(key, last_good, @engine.computing))
+            return value
+          end
+
+          value = capturing(key, options[:tags], options[:as_of]) do |computation|
             written = options.dup # the block may change them through WriteOptions
-            value = if watched || ActiveSupport::Notifications.notifier.listening?(GENERATE_EVENT)
-              instrument(:generate, NAMED_EVENTS ? name : key, written) { counted_fill { yield(name, WriteOptions.new(written)) } }
-            else
-              counted_fill { yield(name, WriteOptions.new(written)) }
+            value = begin
+              if watched || ActiveSupport::Notifications.notifier.listening?(GENERATE_EVENT)
+                instrument(:generate, NAMED_EVENTS ? name : key, written) { counted_fill { yield(name, WriteOptions.new(written)) } }
+              else
+                counted_fill { yield(name, WriteOptions.new(written)) }
+              end
+            rescue => error
+              raise unless last_good
+
+              next fell_back(key, last_good, error, options, computation) # nothing is written
             end
+            recovered(key) if last_good
             unless value.nil? && written[:skip_nil]
               # The block may have subscribed. Watched, write gets the options as the block left
               # them, as from the base fetch.
