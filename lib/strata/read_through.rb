@@ -40,6 +40,11 @@ module Strata
     # True when this caller computes without the lease another caller holds (it waited too long):
     # its value goes back to its own caller only, never into a tier.
     attr_accessor :unleased
+    # The stale entry bytes this caller's write replaces (stale_while_revalidate: it won the
+    # claim to recompute them): #set is then Stack#replace, which a write or delete since wins.
+    attr_accessor :replacing
+    # True when this caller is served the stale entry it read while another revalidates it.
+    attr_accessor :serve_stale
     # True when the caller read the host tier for key just before (Stack#get_host): the
     # read-through goes straight to the host single-flight, which reads it again under the lock.
     attr_reader :host_read
@@ -58,6 +63,8 @@ module Strata
       @waited = nil
       @put_back_served = false
       @unleased = false
+      @replacing = nil
+      @serve_stale = false
       @read = false
       @found = nil
       @rewritten = false
@@ -79,6 +86,9 @@ module Strata
       @found
     end
 
+    # The bytes the read found (the last read, without single-flight), or nil.
+    attr_reader :found
+
     # The stamps (Entry.stamp_words) of the entry the read found (the last read, without
     # single-flight), current then, or nil:
     # what a rewrite of that entry (the fetch putting it back for race_condition_ttl) carries,
@@ -91,6 +101,7 @@ module Strata
     # read-through found nothing or holds a lease (or lost one), else Stack#set.
     def set(bytes, ttl: nil)
       @rewritten = true
+      return @owner.replace(@key, @replacing, bytes, ttl: ttl) if @replacing
       return @flight.write(self, bytes, ttl) if lease_pending? || @unleased || missed?
 
       @owner.set(@key, bytes, ttl: ttl)

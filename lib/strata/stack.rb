@@ -66,6 +66,7 @@ module Strata
       counters: nil, undurable: nil)
       raise ArgumentError, "fill_wait must be a number of seconds >= 0" unless fill_wait.is_a?(Numeric) && fill_wait >= 0
 
+      @fill_wait = fill_wait
       @list = TierList.new(tiers, on_error: on_error, counters: counters)
       @names = @list.names
       @tiers = @list.tiers
@@ -99,6 +100,8 @@ module Strata
     attr_reader :dependencies
     # Seconds the host tier keeps an entry at most (a Float), or nil: see new.
     attr_reader :host_ttl
+    # Seconds a read-through waits for another caller's fill (0: no single-flight).
+    attr_reader :fill_wait
 
     # Whether the host tier is the only tier: what it lacks, no tier holds.
     def host_only?
@@ -324,6 +327,50 @@ module Strata
       plain.each_key { |key| results[key] = lowest.key?(key) && !refused.key?(key) }
       missed_below_multi(missed, results) if missed
       results
+    end
+
+    # Replaces stale (bytes read under key) with bytes: a compare-and-set at the bottom tier
+    # (Tier#replace), then the tiers above written and settled as #set does. False, nothing
+    # written, when the bottom tier no longer holds stale (a write or delete since wins) or
+    # failed (reported). Raises Strata::ValueTooLargeError when the bottom tier can't hold it.
+    def replace(key, stale, bytes, ttl: nil)
+      bottom = @tiers.size - 1
+      return false unless @list.safely(bottom, nil, false) { @tiers[bottom].replace(key, stale, bytes, ttl: @copies.ttl_at(bottom, ttl)) }
+
+      (bottom - 1).downto(0) do |index|
+        stored = begin
+          @list.safely(index) { @tiers[index].set(key, bytes, ttl: @copies.ttl_at(index, ttl)) }
+        rescue ValueTooLargeError
+          false
+        end
+        @list.drop(key, index) unless stored
+      end
+      @copies.settle(key, bytes, bottom) if bottom > 0
+      true
+    end
+
+    # A claim on key (one of the stack's own) for ttl seconds: an add in every tier but those
+    # with tombstones (SQL), top-down, so one caller holds it per host with L1 and across hosts
+    # with memcached. False when another holds it (the adds made above are taken back) or a
+    # tier failed (reported).
+    def claim(key, ttl)
+      added = []
+      @tiers.each_with_index do |tier, index|
+        next if tier.capabilities[:tombstones]
+
+        unless @list.safely(index, nil, false) { tier.add(key, MARK, ttl: ttl) }
+          added.each { |above| @list.drop(key, above) }
+          return false
+        end
+        added << index
+      end
+      true
+    end
+
+    # Gives a #claim back.
+    def release(key)
+      @tiers.each_with_index { |tier, index| @list.drop(key, index) unless tier.capabilities[:tombstones] }
+      nil
     end
 
     # Store bytes only where key is absent, top to bottom. When a tier already holds key, the copies

@@ -168,6 +168,17 @@ module Strata
       raise NotImplementedError, "#{self.class} has no cas"
     end
 
+    # Stores bytes under key only if key still holds expected (bytes a read of this tier
+    # returned), in one atomic step: true when stored. A tier with cas does it with
+    # get_with_cas and cas; the SQL tier with one conditional UPDATE. For a value computed from
+    # a stale one (StrataStore's stale_while_revalidate): a write or delete since wins.
+    def replace(key, expected, bytes, ttl: nil)
+      raise NotImplementedError, "#{self.class} has no replace" unless capabilities[:cas]
+
+      held, token = get_with_cas(key)
+      (held == expected && cas(key, bytes, token, ttl: ttl)) ? true : false
+    end
+
     # Required. Remove key. True if something was removed.
     def delete(key)
       raise NotImplementedError, "#{self.class} must implement delete"

@@ -112,6 +112,21 @@ module Strata
         refute @tier.retract_fill("absent", "filled")
       end
 
+      def test_replace_stores_only_over_the_value_it_names
+        @tier.set("page", "stale", ttl: 60)
+        refute @tier.replace("page", "something else", "new"), "the row holds another value"
+        assert_equal "stale", @tier.get("page")
+        assert @tier.replace("page", "stale", "new", ttl: 60)
+        assert_equal "new", @tier.get("page")
+        refute @tier.replace("page", "stale", "newer"), "a replace since wins"
+
+        @tier.delete("page")
+        refute @tier.replace("page", "new", "resurrected"), "a delete since wins"
+        assert_nil @tier.get("page")
+        refute @tier.replace("absent", "stale", "new")
+        assert_nil @tier.get("absent")
+      end
+
       def test_expiry_and_cleanup_keep_a_tombstone_until_it_lapses
         tier = build_tier(max_size: nil, expiry_batch_size: 10, expire_every: 1)
         tier.delete("t")
@@ -578,7 +593,8 @@ module Strata
         assert_equal({}, tier.get_versions([second]), "clear empties the versions")
       end
 
-      # Each change appends its row in order; fills and reads append nothing.
+      # Each change appends its row in order (a replace when it stored); fills and reads append
+      # nothing.
       def test_the_log_names_each_change_and_no_fill
         tier = build_tier(invalidation_log: true)
         id = Strata::Dependencies.tag_id("bugs/42")
@@ -593,11 +609,13 @@ module Strata
         tier.add_for_fill("e", "5", token)
         tier.add_version(id, [2].pack("Q<"))
         tier.get("a")
+        tier.replace("c", "2", "6")
+        tier.replace("c", "2", "7") # refused: not logged
         tier.clear
 
         rows = tier.log_after(start)
         multi = %w[b c].sort_by { |name| SQL.key_hash(name) }.map { |name| [nil, name] }
-        assert_equal [[nil, "a"], *multi, [nil, "a"], [id, nil], [id, nil], [nil, nil]],
+        assert_equal [[nil, "a"], *multi, [nil, "a"], [id, nil], [id, nil], [nil, "c"], [nil, nil]],
           rows.map { |_, tag_id, logged| [tag_id, logged&.b] }, "set_multi goes in key_hash order"
         ids = rows.map(&:first)
         assert_equal ids.sort, ids

@@ -84,6 +84,16 @@ class MemcachedTierTest < Minitest::Test
     assert_equal "v_new", @tier.get(key("race"))
   end
 
+  def test_replace_stores_only_over_the_value_it_names
+    @tier.set(key("page"), "stale", ttl: 300)
+    refute @tier.replace(key("page"), "other", "new")
+    assert @tier.replace(key("page"), "stale", "new", ttl: 300)
+    refute @tier.replace(key("page"), "stale", "newer"), "a write since wins"
+    @tier.delete(key("page"))
+    refute @tier.replace(key("page"), "new", "resurrected"), "a delete since wins"
+    assert_nil @tier.get(key("page"))
+  end
+
   def test_a_fill_with_the_current_cas_is_fresh
     lease = @tier.lease_get(key("fresh"), lease_ttl: 30)
     assert @tier.lease_fill(key("fresh"), "v", lease.cas, ttl: 300)

@@ -234,6 +234,17 @@ module Strata
         assert_nil t.get("k")
       end
 
+      def test_replace_stores_only_over_the_value_it_names
+        t = table
+        t.set("k", "stale")
+        refute t.replace("k", "other", "new")
+        assert t.replace("k", "stale", "new")
+        refute t.replace("k", "stale", "newer"), "a write since wins"
+        t.delete("k")
+        refute t.replace("k", "new", "resurrected"), "a delete since wins"
+        assert_nil t.get("k")
+      end
+
       def test_get_multi
         t = table
         t.set("a", "1")

@@ -17,6 +17,7 @@ require "active_support/cache/strata_store/counted_multi_reads"
 require "active_support/cache/strata_store/counting"
 require "active_support/cache/strata_store/failures"
 require "active_support/cache/strata_store/fail_safe"
+require "active_support/cache/strata_store/stale_while_revalidate"
 require "active_support/cache/strata_store/fetch"
 require "active_support/cache/strata_store/keys"
 require "active_support/cache/strata_store/multi_entries"
@@ -59,6 +60,7 @@ module ActiveSupport
       include Counting     # increment, decrement, read_counter, write_counter
       include Failures     # a tier failure: a miss or a false write, and one report
       include FailSafe     # fail_safe: a block that raises answers the last good value
+      include StaleWhileRevalidate # one fetch recomputes an expired entry, the others answer it
       # The layers over the hooks: the local cache, and the hit and write paths taken when
       # nobody subscribes to their events.
       prepend Strategy::LocalCache
@@ -75,12 +77,11 @@ module ActiveSupport
       # tiers' options; L1 is there when l1: is given or neither other one is), fill_wait:,
       # coherence_interval:, poll_interval:, poll_listen: (Strata::Engine.new), serializer:,
       # compressor:, coder: (Codec), max_key_size: (MIN_KEY_BYTES to MAX_KEY_BYTES, the default),
-      # fail_safe:, fail_safe_throttle: (FailSafe; per call too).
+      # fail_safe:, fail_safe_throttle: (FailSafe), stale_while_revalidate: (per call too).
       def initialize(options = nil)
         options = DEFAULTS.merge(options || {})
         max_key_size = checked_key_size(options.delete(:max_key_size))
-        checked_fail_safe(options[:fail_safe])
-        checked_fail_safe(options[:fail_safe_throttle], :fail_safe_throttle)
+        check_fail_safe_options(options)
         l1 = options.delete(:l1)
         memcached = options.delete(:memcached)
         sql = options.delete(:sql)
@@ -232,7 +233,7 @@ module ActiveSupport
         Strata::Entry.put_back!(payload) if put_back
         return write_serialized_entry(key, payload, **options) if local
 
-        store_payload(key, payload, options[:unless_exist], write_ttl(options[:expires_in], options[:race_condition_ttl], options[:raw], options[:fail_safe]))
+        store_payload(key, payload, options[:unless_exist], write_ttl(options[:expires_in], options[:race_condition_ttl], options[:raw], kept_past_expiry(options)))
       ensure
         @read_hits._operation_since(Strata::Counters::WRITE, started)
       end
@@ -248,8 +249,8 @@ module ActiveSupport
         value.instance_of?(String) && value.bytesize >= Strata::Entry::SPLIT_MIN && !(local && local_cache)
       end
 
-      def write_serialized_entry(key, payload, unless_exist: false, expires_in: nil, race_condition_ttl: nil, raw: false, fail_safe: nil, **)
-        store_payload(key, payload, unless_exist, write_ttl(expires_in, race_condition_ttl, raw, fail_safe))
+      def write_serialized_entry(key, payload, unless_exist: false, expires_in: nil, race_condition_ttl: nil, raw: false, **options)
+        store_payload(key, payload, unless_exist, write_ttl(expires_in, race_condition_ttl, raw, kept_past_expiry(options)))
       end
 
       # Stores payload under key for ttl seconds (nil: no TTL), with add when unless_exist.
@@ -279,14 +280,15 @@ module ActiveSupport
       # past what any tier can hold (the entry's header still expires it). NaN or a negative
       # expires_in is the caller's mistake: ArgumentError (Rails drops a negative one given per
       # call, with a report; one reaching here is the store's default).
-      # fail_safe: seconds the entry stays past its expiry as a fetch's last good value.
-      def write_ttl(expires_in, race_condition_ttl, raw, fail_safe = nil)
+      # kept: seconds the entry stays past its expiry for fail_safe: or stale_while_revalidate:
+      # (FailSafe#kept_past_expiry).
+      def write_ttl(expires_in, race_condition_ttl, raw, kept = nil)
         return nil unless expires_in
 
         ttl = expires_in.to_f
         # A stale entry must outlive its expiry by the race window, so one fetch can put it back,
-        # and by fail_safe's, so that a fetch whose block fails can answer it.
-        ttl += [(race_condition_ttl.to_f if race_condition_ttl), checked_fail_safe(fail_safe)].compact.max.to_f unless raw
+        # and by kept, so that a fetch can answer it.
+        ttl += [(race_condition_ttl.to_f if race_condition_ttl), kept].compact.max.to_f unless raw
         return ttl if ttl >= 0 && ttl < Strata::Entry::NEVER_AFTER
         return nil if ttl >= 0 # NaN fails both comparisons
 

@@ -331,6 +331,30 @@ module Strata
         @counts.wrote(key, true)
       end
 
+      # Tier#replace: one UPDATE of the key's live row while it holds expected, and its log row
+      # in the same transaction (with the invalidation log).
+      def replace(key, expected, bytes, ttl: nil)
+        check_value(key, bytes)
+        if bytes.bytesize > @max_value_size
+          count(:too_large)
+          raise too_large(key, bytes)
+        end
+
+        expires_in = check_ttl(ttl)
+        replaced = @database.run(:set) do |c| # statements and binds read the dialect: a closed tier raises inside
+          now = Entry.now
+          binds = [binary(bytes), expires_at(expires_in, now), now, key.bytesize + bytes.bytesize, key_hash(key), binary(key),
+            binary(expected), now]
+          with_expiry(c, @logging) do
+            changed = @database.changed(c, :set, statements.replace, binds) > 0
+            log(c, now, key: key) if changed && @logging
+            changed
+          end
+        end
+        count(:sets) if replaced
+        @counts.wrote(key, replaced)
+      end
+
       # The fill of a read-through whose #get_for_fill gave token (nil: unknown): an add that may
       # also replace the tombstone token names, and no other. A tombstone made since the read refuses it, as
       # a live row does. False when refused.

@@ -25,7 +25,7 @@ module ActiveSupport
         private
 
         # seconds (> 0) of a fail_safe: or fail_safe_throttle: option, nil for nil or false.
-        def checked_fail_safe(value, name = :fail_safe)
+        def checked_window(value, name = :fail_safe)
           return nil if value.nil? || value == false
 
           seconds = value.to_f if value.is_a?(Numeric) || value.is_a?(ActiveSupport::Duration)
@@ -34,15 +34,29 @@ module ActiveSupport
           raise ArgumentError, "#{name} must be a number of seconds > 0 (or nil), got #{value.inspect}"
         end
 
+        # Checks the windows options give (fail_safe:, fail_safe_throttle:,
+        # stale_while_revalidate:).
         def check_fail_safe_options(options)
-          checked_fail_safe(options[:fail_safe])
-          checked_fail_safe(options[:fail_safe_throttle], :fail_safe_throttle)
+          checked_window(options[:fail_safe])
+          checked_window(options[:fail_safe_throttle], :fail_safe_throttle)
+          checked_window(options[:stale_while_revalidate], :stale_while_revalidate)
+        end
+
+        # Seconds an entry written with options stays in the tiers past its expiry, as a last
+        # good value (fail_safe:) or one answered while revalidated (stale_while_revalidate:);
+        # nil when neither is given.
+        def kept_past_expiry(options)
+          fail_safe = options[:fail_safe]
+          revalidate = options[:stale_while_revalidate]
+          return nil unless fail_safe || revalidate
+
+          [checked_window(fail_safe), checked_window(revalidate, :stale_while_revalidate)].compact.max
         end
 
         # Whether entry, expired, is one a fetch with fail_safe: window may fall back on: it
         # expired at most window seconds ago.
         def last_good?(entry, window)
-          window && Time.now.to_f - entry.expires_at <= checked_fail_safe(window)
+          window && Time.now.to_f - entry.expires_at <= checked_window(window)
         end
 
         # fetch_multi's value for name, which it missed, with fail_safe: in options: [value,
@@ -86,7 +100,7 @@ module ActiveSupport
         # carry neither the fallback's stamps nor its expiry.
         def fell_back(key, last_good, error, options, computation)
           computation&.spoil!
-          throttle = checked_fail_safe(options.fetch(:fail_safe_throttle, DEFAULT_THROTTLE), :fail_safe_throttle)
+          throttle = checked_window(options.fetch(:fail_safe_throttle, DEFAULT_THROTTLE), :fail_safe_throttle)
           @engine.stack.mark(throttle_key(key), throttle) if throttle
           @counters.add(Strata::Counters::STALE_HITS)
           report_fail_safe(key, error)

@@ -47,7 +47,7 @@ module ActiveSupport
 
             return read(name, options)
           end
-          check_fail_safe_options(options) if options && (options.key?(:fail_safe) || options.key?(:fail_safe_throttle))
+          check_fail_safe_options(options) if options && (options.key?(:fail_safe) || options.key?(:fail_safe_throttle) || options.key?(:stale_while_revalidate))
 
           # A hit reads nothing of tags: (the entry carries its stamps), so a fetch given only
           # tags probes with the store's own options, and merges the given ones when it misses:
@@ -130,9 +130,14 @@ module ActiveSupport
             return counted_hit(value, started) unless Codec::MISS.equal?(value)
           end
           entry = fetched_entry(name, key, options, version, watched)
-          return fetch_hit(name, key, options, entry, watched, started) if entry && !entry.expired?
+          through = @engine.claim(key)
+          return fetch_hit(name, key, options, entry, watched, started) if entry && (!entry.expired? || through&.serve_stale)
 
-          generate(name, key, options, started, watched, local, entry, &block) # entry: the last good value, or nil
+          begin
+            generate(name, key, options, started, watched, local, entry, &block) # entry: the last good value, or nil
+          ensure
+            revalidated(key) if through&.replacing
+          end
         end
 
         # The live value the read-through of key finds; ABSENT when no tier holds key, Codec::MISS
@@ -156,7 +161,7 @@ module ActiveSupport
           instrument(:read, NAMED_EVENTS ? name : key, options) do |payload|
             entry = live_entry(key, options, version, payload)
             payload[:super_operation] = :fetch
-            payload[:hit] = !entry.nil? && !entry.expired?
+            payload[:hit] = !entry.nil? && (!entry.expired? || @engine.claim(key)&.serve_stale)
           end
           entry
         end
@@ -182,9 +187,18 @@ module ActiveSupport
         # tier, counts a stale hit (#served_put_back). A miss either way; the entry is returned,
         # left in place, when it is one fail_safe may fall back on (of version, and
         # FailSafe#last_good?), else nil, deleted unless put back.
+        #
+        # With stale_while_revalidate:, within its window, the entry stays: it is answered
+        # while another caller revalidates it, or this caller revalidates it (#revalidation).
         def expired(entry, key, options, version)
-          race_ttl = options[:race_condition_ttl].to_i
           kept = options[:fail_safe] && !entry.mismatched?(version) && last_good?(entry, options[:fail_safe])
+          if options[:stale_while_revalidate] && !entry.mismatched?(version)
+            case revalidation(entry, key, options, @engine.claim(key))
+            when :stale then return entry
+            when :revalidate then return (kept ? entry : nil)
+            end
+          end
+          race_ttl = options[:race_condition_ttl].to_i
           if race_ttl > 0 && Time.now.to_f - entry.expires_at <= race_ttl
             put_back = kept ? entry.dup : entry # the fallback keeps its own expires_at
             put_back.expires_at = Time.now.to_f + race_ttl
@@ -201,9 +215,9 @@ module ActiveSupport
         def fetch_hit(name, key, options, entry, watched, started)
           if watched
             through = @engine.claim(key)
-            if through && (through.stale || through.waited || through.put_back_served)
+            if through && (through.stale || through.waited || through.put_back_served || through.serve_stale)
               found = {}
-              found[:stale] = true if through.stale || through.put_back_served
+              found[:stale] = true if through.stale || through.put_back_served || through.serve_stale
               found[:waited] = through.waited if through.waited
               options = options.merge(found)
             end

@@ -112,7 +112,7 @@ module ActiveSupport
             filled.each { |key, payload| write_serialized_entry(key, payload, **options) }
             plain = filled.empty? ? payloads : payloads.except(*filled.keys)
             unless plain.empty?
-              ttl = write_ttl(options[:expires_in], options[:race_condition_ttl], options[:raw], options[:fail_safe])
+              ttl = write_ttl(options[:expires_in], options[:race_condition_ttl], options[:raw], kept_past_expiry(options))
               joined(plain.keys) if @app_sql
               stored = failsafe(false) { @stack.set_multi(plain, ttl: ttl) }
               remember_locally(plain, stored) if local_cache

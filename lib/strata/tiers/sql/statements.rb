@@ -38,7 +38,7 @@ module Strata
         SAMPLE_WINDOWS = 20
         SAMPLE_WINDOW = 250
 
-        attr_reader :get, :get_for_fill, :set, :add, :add_counted, :add_vacate, :fill_add, :fill_add_counted, :fill_vacate,
+        attr_reader :get, :get_for_fill, :set, :replace, :add, :add_counted, :add_vacate, :fill_add, :fill_add_counted, :fill_vacate,
           :bury, :bury_live, :retract, :clear, :head, :expired_head, :totals, :max_id, :expired_ids, :id_range,
           :newest_totals, :sample_totals, :database_bytes, :live_keys
 
@@ -93,6 +93,11 @@ module Strata
           # rewritten). Binds: value (empty), expires_at (negative), created_at (now, ms),
           # byte_size, key_hash, key, the value. Rows changed: whether it held that value.
           @retract = "#{entomb} AND value = #{bind(7)}"
+          # Rewrites the key's live row while it holds the value given (Tier#replace), keeping
+          # its id: a live row's id is no tombstone a fill read. Binds: value, expires_at,
+          # created_at, byte_size, key_hash, key, the value it must hold, now. Rows changed:
+          # whether it held that value.
+          @replace = "#{entomb} AND value = #{bind(7)} AND (expires_at = 0 OR expires_at > #{bind(8)})"
           IN_LIST_SIZES.each do |size|
             hashes = (1..size).map { |index| bind(index) }.join(", ")
             @get_multi[size] = "SELECT #{@key}, value FROM #{@table} WHERE key_hash IN (#{hashes}) " \
