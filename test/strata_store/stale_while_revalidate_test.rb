@@ -64,6 +64,27 @@ class StrataStoreStaleWhileRevalidateTest < Strata::StoreCase
       end
     end
 
+    define_method(:"test_#{name}_fetch_multi_revalidates_each_stale_name_once") do
+      cache = layout_store(tiers)
+      cache.write_multi({"a" => "old a", "b" => "old b"}, expires_in: 60, stale_while_revalidate: 60)
+
+      travel 90.seconds do
+        others = nil
+        computed = []
+        values = cache.fetch_multi("a", "b", "c", expires_in: 60, stale_while_revalidate: 60) do |key|
+          computed << key
+          # By then this caller holds the claims of both stale names (taken in order).
+          others = Thread.new { cache.fetch_multi("a", "b", stale_while_revalidate: 60) { flunk "revalidated twice" } }.value if key == "c"
+          "new #{key}"
+        end
+
+        assert_equal({"a" => "new a", "b" => "new b", "c" => "new c"}, values)
+        assert_equal %w[a b c], computed
+        assert_equal({"a" => "old a", "b" => "old b"}, others, "answered stale while this caller held the claims")
+        assert_equal({"a" => "new a", "b" => "new b", "c" => "new c"}, cache.read_multi("a", "b", "c"))
+      end
+    end
+
     define_method(:"test_#{name}_past_the_window_or_invalidated_it_is_a_miss") do
       cache = layout_store(tiers)
       cache.write("old", "old", expires_in: 60, stale_while_revalidate: 60)

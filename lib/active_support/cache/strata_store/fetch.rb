@@ -95,27 +95,32 @@ module ActiveSupport
           read = !(options[:force] || hidden_by_transaction?(options))
           # The read-throughs of its misses (read_multi_entries), finished when it ends.
           claims = read ? {} : nil
-          capturing(keys, options[:tags], options[:as_of], claims) do
-            writes = {}
-            ordered = instrument_multi(:read_multi, NAMED_MULTI_EVENTS ? names : keys, options) do |payload|
-              reads = read ? read_multi_entries(names, **options, event: payload) : {}
-              ordered = names.index_with do |name|
-                reads.fetch(name) do
-                  next writes[name] = yield(name) unless options[:fail_safe]
+          revalidating(claims) do
+            capturing(keys, options[:tags], options[:as_of], claims) do
+              writes = {}
+              ordered = instrument_multi(:read_multi, NAMED_MULTI_EVENTS ? names : keys, options) do |payload|
+                reads = read ? read_multi_entries(names, **options, event: payload) : {}
+                ordered = names.index_with do |name|
+                  reads.fetch(name) do
+                    if options[:stale_while_revalidate] && !Codec::MISS.equal?(stale = multi_revalidation(name, options))
+                      next stale
+                    end
+                    next writes[name] = yield(name) unless options[:fail_safe]
 
-                  value, computed = computed_or_last_good(name, options) { yield(name) }
-                  writes[name] = value if computed
-                  value
+                    value, computed = computed_or_last_good(name, options) { yield(name) }
+                    writes[name] = value if computed
+                    value
+                  end
                 end
+                writes.compact! if options[:skip_nil]
+                payload[:hits] = NAMED_MULTI_EVENTS ? reads.keys : reads.keys.map { |name| normalize_key(name, options) }
+                payload[:super_operation] = :fetch_multi
+                write_multi(writes, options) if WRITES_INSIDE_READ_MULTI
+                ordered
               end
-              writes.compact! if options[:skip_nil]
-              payload[:hits] = NAMED_MULTI_EVENTS ? reads.keys : reads.keys.map { |name| normalize_key(name, options) }
-              payload[:super_operation] = :fetch_multi
-              write_multi(writes, options) if WRITES_INSIDE_READ_MULTI
+              write_multi(writes, options) unless WRITES_INSIDE_READ_MULTI
               ordered
             end
-            write_multi(writes, options) unless WRITES_INSIDE_READ_MULTI
-            ordered
           end
         end
 

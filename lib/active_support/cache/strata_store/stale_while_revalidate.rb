@@ -34,6 +34,29 @@ module ActiveSupport
           :revalidate
         end
 
+        # fetch_multi's answer for name, which its read missed, with stale_while_revalidate: in
+        # options: the stale value when another caller revalidates its entry, else Codec::MISS
+        # (compute it; when this caller took the claim, its write replaces the stale entry).
+        # The entry's read-through joins fetch_multi's claims (Strata::Computation#claims).
+        def multi_revalidation(name, options)
+          key = normalize_key(name, options)
+          claims = @engine.current&.claims
+          entry = read_entry(key, **options, fetching: true) if claims.is_a?(Hash)
+          return Codec::MISS unless entry&.expired? && !entry.mismatched?(normalize_version(name, options))
+
+          through = claims[key] ||= @engine.stack.read_through(key)
+          through.get
+          (revalidation(entry, key, options, through) == :stale) ? entry.value : Codec::MISS
+        end
+
+        # Runs the block (fetch_multi), then gives back the claims its revalidations took
+        # among claims (key => Strata::ReadThrough, or nil).
+        def revalidating(claims)
+          yield
+        ensure
+          claims&.each { |key, through| revalidated(key) if through.replacing }
+        end
+
         # The claim a revalidating fetch of key took is given back.
         def revalidated(key)
           @engine.stack.release(claim_key(key))
