@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require_relative "store_case"
+require_relative "layout_stores"
 require "securerandom"
 
 # fail_safe: in every layout: a fetch whose block raises answers the last good value (its entry
@@ -9,12 +10,7 @@ require "securerandom"
 # wrote over, deleted or invalidated since. Expiry is moved with Rails' time helpers; the tiers'
 # own TTLs run on the real clock, and an entry written with fail_safe outlives its expiry there.
 class StrataStoreFailSafeTest < Strata::StoreCase
-  LAYOUTS = {
-    l1: %i[l1],
-    l1_sql: %i[l1 sql],
-    memcached: %i[memcached],
-    l1_memcached_sql: %i[l1 memcached sql]
-  }.freeze
+  include Strata::LayoutStores
 
   class DatabaseDown < StandardError; end
   class Timeout < StandardError; end
@@ -193,15 +189,5 @@ class StrataStoreFailSafeTest < Strata::StoreCase
     end
     assert_equal last_good, value
     ran
-  end
-
-  def layout_store(tiers, **options)
-    options[:namespace] = @namespace
-    options[:l1] = {path: table_path, size: TABLE_SIZE} if tiers.include?(:l1)
-    options[:memcached] = {servers: Strata::TestSupport.memcached_servers, timeout: 2} if tiers.include?(:memcached)
-    options[:sql] = {path: File.join(@tmpdir, "l3.sqlite3")} if tiers.include?(:sql)
-    cache = ActiveSupport::Cache::StrataStore.new(**options)
-    @stores << cache
-    cache
   end
 end

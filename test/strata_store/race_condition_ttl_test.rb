@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require_relative "store_case"
+require_relative "layout_stores"
 require "logger"
 require "securerandom"
 
@@ -10,6 +11,8 @@ require "securerandom"
 # stubbed clock of Rails' time helpers and in real time, through the instrumented path (a debug
 # logger) and the unobserved one.
 class StrataStoreRaceConditionTtlTest < Strata::StoreCase
+  include Strata::LayoutStores
+
   LAYOUTS = {
     l1: %i[l1],
     memcached: %i[memcached],
@@ -160,16 +163,5 @@ class StrataStoreRaceConditionTtlTest < Strata::StoreCase
 
   def stale_hits(cache)
     cache.stats[:counters][:store][:stale_hits]
-  end
-
-  def layout_store(tiers, logger: nil, l1_path: table_path)
-    options = {namespace: @namespace}
-    options[:l1] = {path: l1_path, size: TABLE_SIZE} if tiers.include?(:l1)
-    options[:memcached] = {servers: Strata::TestSupport.memcached_servers, timeout: 2} if tiers.include?(:memcached)
-    options[:sql] = {path: File.join(@tmpdir, "l3.sqlite3")} if tiers.include?(:sql)
-    cache = ActiveSupport::Cache::StrataStore.new(**options)
-    cache.logger = logger
-    @stores << cache
-    cache
   end
 end

@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require_relative "store_case"
+require_relative "layout_stores"
 require "securerandom"
 
 # stale_while_revalidate: in every layout: within the window after an entry expired, the fetch
@@ -9,12 +10,7 @@ require "securerandom"
 # recomputed value replaces the stale one only if nothing changed the key meanwhile. Expiry is
 # moved with Rails' time helpers; the other callers run inside the block, step by step.
 class StrataStoreStaleWhileRevalidateTest < Strata::StoreCase
-  LAYOUTS = {
-    l1: %i[l1],
-    l1_sql: %i[l1 sql],
-    memcached: %i[memcached],
-    l1_memcached_sql: %i[l1 memcached sql]
-  }.freeze
+  include Strata::LayoutStores
 
   def setup
     @namespace = "swr-#{SecureRandom.hex(6)}"
@@ -120,18 +116,5 @@ class StrataStoreStaleWhileRevalidateTest < Strata::StoreCase
     assert_match(/stale_while_revalidate must be a number of seconds > 0/, error.message)
     cache = layout_store(%i[l1])
     assert_raises(ArgumentError) { cache.fetch("page", stale_while_revalidate: "a minute") { "x" } }
-  end
-
-  private
-
-  def layout_store(tiers, l1_path: table_path, logger: nil, **options)
-    options[:namespace] = @namespace
-    options[:l1] = {path: l1_path, size: TABLE_SIZE} if tiers.include?(:l1)
-    options[:memcached] = {servers: Strata::TestSupport.memcached_servers, timeout: 2} if tiers.include?(:memcached)
-    options[:sql] = {path: File.join(@tmpdir, "l3.sqlite3")} if tiers.include?(:sql)
-    cache = ActiveSupport::Cache::StrataStore.new(**options)
-    cache.logger = logger
-    @stores << cache
-    cache
   end
 end

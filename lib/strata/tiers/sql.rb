@@ -334,12 +334,7 @@ module Strata
       # Tier#replace: one UPDATE of the key's live row while it holds expected, and its log row
       # in the same transaction (with the invalidation log).
       def replace(key, expected, bytes, ttl: nil)
-        check_value(key, bytes)
-        if bytes.bytesize > @max_value_size
-          count(:too_large)
-          raise too_large(key, bytes)
-        end
-
+        check_writable(key, bytes)
         expires_in = check_ttl(ttl)
         replaced = @database.run(:set) do |c| # statements and binds read the dialect: a closed tier raises inside
           now = Entry.now
@@ -472,15 +467,20 @@ module Strata
 
       private
 
+      # Checks key and bytes as every write does; raises Strata::ValueTooLargeError (counted)
+      # for bytes over max_value_size.
+      def check_writable(key, bytes)
+        check_value(key, bytes)
+        return if bytes.bytesize <= @max_value_size
+
+        count(:too_large)
+        raise too_large(key, bytes)
+      end
+
       # set, add or add_for_fill (with the tombstone token) on key: whether it stored (a set
       # always does).
       def write(operation, key, bytes, ttl, token = nil)
-        check_value(key, bytes)
-        if bytes.bytesize > @max_value_size
-          count(:too_large)
-          raise too_large(key, bytes)
-        end
-
+        check_writable(key, bytes)
         expires_in = check_ttl(ttl)
         logged = @logging && operation == :set
         @database.run(operation) do |c| # statements and binds read the dialect: a closed tier raises inside
