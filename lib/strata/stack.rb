@@ -351,14 +351,17 @@ module Strata
 
     # A claim on key (one of the stack's own) for ttl seconds: an add in every tier but those
     # with tombstones (SQL), top-down, so one caller holds it per host with L1 and across hosts
-    # with memcached. False when another holds it (the adds made above are taken back) or a
-    # tier failed (reported).
+    # with memcached. False when another holds it (the adds made above are taken back). A tier
+    # that fails is reported and skipped, as single-flight skips it: with memcached down, one
+    # caller per host claims.
     def claim(key, ttl)
       added = []
       @tiers.each_with_index do |tier, index|
         next if tier.capabilities[:tombstones]
 
-        unless @list.safely(index, nil, false) { tier.add(key, MARK, ttl: ttl) }
+        taken = @list.safely(index, nil, :failed) { tier.add(key, MARK, ttl: ttl) }
+        next if taken == :failed
+        unless taken
           added.each { |above| @list.drop(key, above) }
           return false
         end
