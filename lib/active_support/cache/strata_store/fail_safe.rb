@@ -24,7 +24,8 @@ module ActiveSupport
 
         private
 
-        # seconds (> 0) of a fail_safe: or fail_safe_throttle: option, nil for nil or false.
+        # seconds (> 0) of a fail_safe:, fail_safe_throttle: or stale_while_revalidate: option
+        # (name), nil for nil or false.
         def checked_window(value, name = :fail_safe)
           return nil if value.nil? || value == false
 
