@@ -112,6 +112,35 @@ class StrataRepresentationTest < Strata::ModelCase
     assert_equal json, Strata::Entry.plain_string(bytes) { true }, "a plain String, not a serialized object"
   end
 
+  # With the store's fail_safe: and stale_while_revalidate:, an entry and a collection go on
+  # answering the last good JSON when the serializer raises (the database is down), and the
+  # entry is recomputed by one caller once it works again.
+  def test_the_stores_fail_safe_and_revalidation_reach_entries_and_collections
+    cache = build_store(expires_in: 60, fail_safe: 3600, stale_while_revalidate: 60)
+    down = false
+    reps = Strata::Representation.new(cache: cache, name: "ticket/v1", serializer: lambda do |ticket|
+      raise IOError, "the database is down" if down
+
+      {"id" => ticket.id, "title" => ticket.title}
+    end)
+    ticket = new_ticket("crash")
+    good = reps.entry(ticket)
+    page = reps.collection([ticket])
+
+    travel 90.seconds do
+      down = true
+      capture_reports do
+        assert_equal good, reps.entry(ticket), "the last good entry"
+        assert_equal page, reps.collection([ticket]), "the last good collection"
+      end
+    end
+    travel 100.seconds do
+      down = false
+      ticket.update!(title: "crash, fixed")
+      assert_equal "crash, fixed", JSON.parse(reps.entry(ticket))["title"], "a change is never answered stale"
+    end
+  end
+
   def test_values_are_made_json_as_rails_makes_them
     reps = Strata::Representation.new(cache: store, name: "release/v1",
       serializer: ->(release) { {version: release.version, at: Time.utc(2026, 11, 25, 19, 30), kind: :major, size: 1.5} })
