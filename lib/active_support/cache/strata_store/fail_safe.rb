@@ -60,24 +60,18 @@ module ActiveSupport
           window && Time.now.to_f - entry.expires_at <= checked_window(window)
         end
 
-        # fetch_multi's value for name, which it missed, with fail_safe: in options: [value,
-        # whether the block computed it (and it is to be written)]. The block's, unless its key
-        # holds a last good value and the block raises or is throttled (as #fetch's).
-        def computed_or_last_good(name, options)
-          key = normalize_key(name, options)
-          entry = read_entry(key, **options, fetching: true)
-          unless entry&.expired? && !entry.mismatched?(normalize_version(name, options)) && last_good?(entry, options[:fail_safe])
-            return [yield, true]
-          end
-
+        # fetch_multi's value for key, which holds last_good (#last_good?): [value, whether the
+        # block computed it (and it is to be written)]. The block's, unless it raises or is
+        # throttled (as #fetch's).
+        def computed_or_last_good(key, last_good, options)
           around = @engine.computing&.outer # fetch_multi's own computation writes the other names
-          throttled = throttled_value(key, entry, around)
+          throttled = throttled_value(key, last_good, around)
           return [throttled, false] unless Codec::MISS.equal?(throttled)
 
           begin
             value = yield
           rescue => error
-            return [fell_back(key, entry, error, options, around), false]
+            return [fell_back(key, last_good, error, options, around), false]
           end
           recovered(key)
           [value, true]
@@ -124,7 +118,13 @@ module ActiveSupport
         end
 
         def throttle_key(key)
-          THROTTLE_PREFIX + ::Digest::SHA256.hexdigest(key)
+          own_key(THROTTLE_PREFIX, key)
+        end
+
+        # A key of the stack's own (prefix starts with a NUL byte) for key: prefix and key's
+        # SHA-256 in hex, which every tier takes whatever key's length.
+        def own_key(prefix, key)
+          prefix + ::Digest::SHA256.hexdigest(key)
         end
       end
     end

@@ -100,18 +100,7 @@ module ActiveSupport
               writes = {}
               ordered = instrument_multi(:read_multi, NAMED_MULTI_EVENTS ? names : keys, options) do |payload|
                 reads = read ? read_multi_entries(names, **options, event: payload) : {}
-                ordered = names.index_with do |name|
-                  reads.fetch(name) do
-                    if options[:stale_while_revalidate] && !Codec::MISS.equal?(stale = multi_revalidation(name, options))
-                      next stale
-                    end
-                    next writes[name] = yield(name) unless options[:fail_safe]
-
-                    value, computed = computed_or_last_good(name, options) { yield(name) }
-                    writes[name] = value if computed
-                    value
-                  end
-                end
+                ordered = names.index_with { |name| reads.fetch(name) { missed_value(name, options, writes) { yield(name) } } }
                 writes.compact! if options[:skip_nil]
                 payload[:hits] = NAMED_MULTI_EVENTS ? reads.keys : reads.keys.map { |name| normalize_key(name, options) }
                 payload[:super_operation] = :fetch_multi
@@ -126,6 +115,28 @@ module ActiveSupport
 
         private
 
+        # fetch_multi's value for name, which its read missed: the block's, noted in writes. With
+        # stale_while_revalidate: or fail_safe:, a key holding an expired entry of the name's
+        # version may answer it instead, unwritten: while another caller revalidates it
+        # (StaleWhileRevalidate#multi_revalidation), or when the block raises or is throttled
+        # (FailSafe#computed_or_last_good).
+        def missed_value(name, options, writes)
+          return writes[name] = yield unless options[:stale_while_revalidate] || options[:fail_safe]
+
+          key = normalize_key(name, options)
+          entry = read_entry(key, **options, fetching: true)
+          entry = nil unless entry&.expired? && !entry.mismatched?(normalize_version(name, options))
+          if entry && options[:stale_while_revalidate]
+            stale = multi_revalidation(key, entry, options)
+            return stale unless Codec::MISS.equal?(stale)
+          end
+          return writes[name] = yield unless entry && last_good?(entry, options[:fail_safe])
+
+          value, computed = computed_or_last_good(key, entry, options) { yield }
+          writes[name] = value if computed
+          value
+        end
+
         # Steps 2 and 3 of #fetch, the read-through of key current. watched: someone listens to
         # cache_read or cache_fetch_hit (or a debug logger); local: the active local cache.
         def fetch_through(name, key, options, version, watched, local, started, &block)
@@ -136,7 +147,7 @@ module ActiveSupport
           end
           entry = fetched_entry(name, key, options, version, watched)
           through = @engine.claim(key)
-          return fetch_hit(name, key, options, entry, watched, started) if entry && (!entry.expired? || through&.serve_stale)
+          return fetch_hit(name, through, options, entry, watched, started) if entry && (!entry.expired? || through&.serve_stale)
 
           begin
             generate(name, key, options, started, watched, local, entry, &block) # entry: the last good value, or nil
@@ -216,10 +227,10 @@ module ActiveSupport
 
         # A hit's value, cache_fetch_hit made when watched: with stale: true when the value was
         # a stale one served while another caller refills (or put back for race_condition_ttl),
-        # and waited: the seconds the read-through waited on another caller's host lock or lease.
-        def fetch_hit(name, key, options, entry, watched, started)
+        # and waited: the seconds the read-through (through, the fetch's claim) waited on another
+        # caller's host lock or lease.
+        def fetch_hit(name, through, options, entry, watched, started)
           if watched
-            through = @engine.claim(key)
             if through && (through.stale || through.waited || through.put_back_served || through.serve_stale)
               found = {}
               found[:stale] = true if through.stale || through.put_back_served || through.serve_stale

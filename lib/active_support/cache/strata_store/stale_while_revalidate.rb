@@ -1,7 +1,6 @@
 # frozen_string_literal: true
 
 require "active_support/cache"
-require "digest"
 
 module ActiveSupport
   module Cache
@@ -34,15 +33,14 @@ module ActiveSupport
           :revalidate
         end
 
-        # fetch_multi's answer for name, which its read missed, with stale_while_revalidate: in
-        # options: the stale value when another caller revalidates its entry, else Codec::MISS
-        # (compute it; when this caller took the claim, its write replaces the stale entry).
-        # The entry's read-through joins fetch_multi's claims (Strata::Computation#claims).
-        def multi_revalidation(name, options)
-          key = normalize_key(name, options)
+        # fetch_multi's answer for key, whose read found entry expired, with
+        # stale_while_revalidate: in options: the stale value when another caller revalidates
+        # it, else Codec::MISS (compute it; when this caller took the claim, its write replaces
+        # the stale entry). The entry's read-through joins fetch_multi's claims
+        # (Strata::Computation#claims).
+        def multi_revalidation(key, entry, options)
           claims = @engine.current&.claims
-          entry = read_entry(key, **options, fetching: true) if claims.is_a?(Hash)
-          return Codec::MISS unless entry&.expired? && !entry.mismatched?(normalize_version(name, options))
+          return Codec::MISS unless claims.is_a?(Hash)
 
           through = claims[key] ||= @engine.stack.read_through(key)
           through.get
@@ -70,7 +68,7 @@ module ActiveSupport
         end
 
         def claim_key(key)
-          CLAIM_PREFIX + ::Digest::SHA256.hexdigest(key)
+          own_key(CLAIM_PREFIX, key)
         end
       end
     end
