@@ -105,8 +105,11 @@ module Strata
           deadlock_round(first, second, weight, statements)
         end
         assert tier_was_the_victim, "in #{DEADLOCK_ROUNDS} rounds the database never chose the tier's batch"
-        assert_equal 4, statements.size, "two upserts, the second one the deadlock's victim, then both again"
-        assert_equal 1, @tier.stats[:deadlock_reruns] - reruns, "one rerun in the round the tier lost"
+        # Usually one rerun. Two when the rerun's first upsert took its row back before the app's
+        # waiting lock was granted (the lock is not handed over in order): the cycle forms again.
+        reran = @tier.stats[:deadlock_reruns] - reruns
+        assert_includes 1..2, reran, "the round the tier lost ran again"
+        assert_equal 2 + (2 * reran), statements.size, "two upserts, the second one the deadlock's victim, then both again per rerun"
         assert_equal({"a" => "new", "b" => "new"}, @tier.get_multi(["a", "b"]))
       end
 
