@@ -185,14 +185,18 @@ module Strata
     # older than the change and stays (the bumping host's own). When the authority can't be
     # read, every copy goes. One multi-key read and delete per tier, whatever the number of
     # ids (a round trip each to memcached). True when every copy that had to go went (a
-    # failure is reported).
+    # failure is reported); false too when a version's memcached server is down in this
+    # process, whose delete is only noted for the server's return: until then another process
+    # may read the old copy there (the poller keeps such ids and drops them again).
     def drop_copies(*ids)
       bottom = @tiers.size - 1
       authority = @list.safely(bottom) { @places[bottom].peek_multi(ids) }
       (bottom - 1).downto(0).map do |index|
+        place = @places[index]
+        away = ids.select { |id| place.away?(id) }
         held = authority ? read_many(ids, index) : NONE
-        stale = authority ? ids.reject { |id| held[id] == authority[id] } : ids
-        stale.empty? || dropped_all?(stale, index)
+        stale = (authority ? ids.reject { |id| held[id] == authority[id] } : ids) | away
+        (stale.empty? || dropped_all?(stale, index)) && away.empty?
       end.all?
     end
 

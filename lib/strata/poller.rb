@@ -28,8 +28,10 @@ module Strata
   # be settled (memcached unreachable, stopped, or down) is kept and settled again every
   # RESETTLE_INTERVAL, then dropped from L1 again, until its server answers (memcached is read
   # SETTLE_BATCH keys at a time, so that a round of large values keeps each exchange short);
-  # until then the rounds vouch for nothing. At most MAX_UNSETTLED keys are kept (the oldest go
-  # first, reported), and only in the holder's memory.
+  # until then the rounds vouch for nothing. A tag whose version could not be dropped in
+  # memcached is kept and dropped again the same way: were the rounds to vouch, a copy read
+  # back from memcached's old one would be served for POLLED_TTL. At most MAX_UNSETTLED keys
+  # and as many tags are kept (the oldest go first, reported), and only in the holder's memory.
   #
   # One per host: every process with a store runs a thread, and the one whose token sits under
   # ELECTION_KEY in L1 (added with a TTL of lease seconds, refreshed by compare-and-set on every
@@ -161,6 +163,7 @@ module Strata
       @sql = sql
       @shared = shared.freeze
       @unsettled = {} # key => true: a shared tier could not settle it (#settle_shared); oldest first
+      @undropped = {} # tag id => true: a copy of its version could not be dropped (#apply); oldest first
       @resettle_at = 0.0
       @dependencies = dependencies
       @on_error = on_error
@@ -257,7 +260,7 @@ module Strata
     def run
       until @stopping
         begin
-          wait(listener_for_wait, @unsettled.empty? ? @interval : [@interval, DEFAULT_INTERVAL].min) unless round || @stopping
+          wait(listener_for_wait, settled? ? @interval : [@interval, DEFAULT_INTERVAL].min) unless round || @stopping
         rescue => error
           report(error)
           wait(nil)
@@ -357,7 +360,7 @@ module Strata
       seq = track_gaps(rows, seq, gaps, now)
       write_state(seq, now, gaps)
       more = rows.size >= PAGES_PER_ROUND * Tiers::SQL::LogStatements::PAGE
-      vouch(now) if applied && @unsettled.empty? && !more
+      vouch(now) if applied && settled? && !more
       more
     end
 
@@ -406,6 +409,10 @@ module Strata
       end
       # memcached's copies too, whether or not L1 is cleared
       dropped = tag_ids.empty? || @dependencies.drop_copies(*tag_ids.uniq)
+      unless dropped
+        tag_ids.each { |id| @undropped[id] = true }
+        forget_oldest(@undropped, "changed tags' versions")
+      end
       if cleared
         @host.clear
         hold?
@@ -413,7 +420,7 @@ module Strata
       unsettled = drop_changed(keys.uniq, cleared)
       unless unsettled.empty?
         unsettled.each { |key| @unsettled[key] = true }
-        forget_oldest_unsettled
+        forget_oldest(@unsettled, "changed keys")
       end
       dropped
     end
@@ -488,22 +495,30 @@ module Strata
       stale.each { |key| unsettled << key unless done.key?(key) && !away.include?(key) }
     end
 
-    # Settles the keys kept from earlier rounds again (#drop_changed), at most once per
-    # RESETTLE_INTERVAL: a memcached that keeps failing is asked about them that often.
+    # Whether nothing is kept from earlier rounds: every key settled, every version dropped.
+    def settled?
+      @unsettled.empty? && @undropped.empty?
+    end
+
+    # Settles the keys kept from earlier rounds again (#drop_changed), and drops the versions
+    # kept (Dependencies#drop_copies), at most once per RESETTLE_INTERVAL: a memcached that
+    # keeps failing is asked about them that often.
     def resettle
-      return if @unsettled.empty? || Clock.monotonic < @resettle_at
+      return if settled? || Clock.monotonic < @resettle_at
 
       left = drop_changed(@unsettled.keys)
       @unsettled = left.to_h { |key| [key, true] } # one assignment: another thread may look
-      @resettle_at = Clock.monotonic + RESETTLE_INTERVAL unless left.empty?
+      @undropped = {} if !@undropped.empty? && @dependencies.drop_copies(*@undropped.keys)
+      @resettle_at = Clock.monotonic + RESETTLE_INTERVAL unless settled?
     end
 
-    def forget_oldest_unsettled
-      return if @unsettled.size <= MAX_UNSETTLED
+    # Keeps at most MAX_UNSETTLED of kept (oldest go first, reported as what).
+    def forget_oldest(kept, what)
+      return if kept.size <= MAX_UNSETTLED
 
-      excess = @unsettled.size - MAX_UNSETTLED
-      excess.times { @unsettled.shift } # bound: excess
-      report(TierError.new("#{excess} changed keys could not be deleted from memcached and are no longer retried"))
+      excess = kept.size - MAX_UNSETTLED
+      excess.times { kept.shift } # bound: excess
+      report(TierError.new("#{excess} #{what} could not be deleted from memcached and are no longer retried"))
     end
 
     # The new sequence number after rows (the log's rows past seq and the gaps that appeared);

@@ -163,6 +163,43 @@ module Strata
         server&.kill
       end
 
+      # A bump that never reached memcached, whose old version B's poller could not drop either:
+      # host A's path and B's cut while A invalidates a tag. Once B's path is mended, memcached
+      # still holds the old version, which A (gone with its recovery log) never deletes, nor
+      # does B's recovery log for B's other processes. B's poller keeps the tag and drops it
+      # once the server answers; until then its rounds vouch for nothing (were they to vouch, a
+      # copy another process of B read back from memcached would be served from L1 for
+      # POLLED_TTL).
+      def test_a_bump_memcached_missed_is_dropped_when_the_pollers_path_is_back
+        server = Strata::TestSupport.memcached_servers.first
+        target = server.split(":").then { |host, port| [host, Integer(port)] }
+        path_a = TcpProxy.new(*target)
+        path_b = TcpProxy.new(*target)
+        options = {timeout: 0.2, retry_after: 0.2}
+        b = polling_host("b", memcached: options.merge(servers: [path_b.address]))
+        poller = b.engine.poller
+        b.write("tagged", "old", tags: ["bugs/9"])
+        applied_all(b)
+        assert_equal "old", b.read("tagged")
+
+        path_a.cut
+        path_b.cut
+        in_host("a", memcached: options.merge(servers: [path_a.address])) do |a|
+          a.invalidate_tags("bugs/9")
+          true # memcached never hears of it
+        end
+        assert wait_until(BOUND) { poller.instance_variable_get(:@undropped).size == 1 }, "B's poller keeps the tag it could not drop"
+
+        path_b.mend
+        assert wait_until(BOUND) { poller.instance_variable_get(:@undropped).empty? }, "dropped once the server answers"
+        in_host("b", memcached: options.merge(servers: [server])) { |other| other.read("tagged").nil? }
+        assert_nil b.read("tagged")
+        assert_equal "new", b.fetch("tagged", tags: ["bugs/9"]) { "new" }
+      ensure
+        path_a&.close
+        path_b&.close
+      end
+
       private
 
       # Deletes every row of the versions table, as an operator might.

@@ -60,6 +60,12 @@ module Strata
         @tier.delete_multi(ids.map { |id| @keys[id] })
       end
 
+      # Whether id's version key has its server down in this process: a delete of it is only
+      # noted for the server's return, so the server's copy is not gone yet.
+      def away?(id)
+        @tier.capabilities[:gutter] && @tier.gutter?(@keys[id])
+      end
+
       private
 
       def by_id(ids)
@@ -117,6 +123,10 @@ module Strata
 
       def delete_multi(ids)
         @tier.delete_versions(ids)
+      end
+
+      def away?(_id)
+        false
       end
     end
   end
