@@ -76,9 +76,10 @@ module Strata
       # out_of_order: reads that returned an older version after the change reached their host
       # (on the changing host: its acknowledgement; elsewhere: a whole poller round after it),
       # faults or not (out_of_order_examples: the first 3); rounds: whole poller rounds journaled,
-      # per host.
+      # per host; final_stale_examples: the first 3 stale final reads, with the versions each
+      # tier of their host held then.
       Result = Struct.new(:seconds, :reads, :changes, :faults, :stale, :worst_ms, :stale_in_faults, :worst_in_faults_ms,
-        :out_of_order, :out_of_order_examples, :rounds, :final_reads, :final_stale, :errors, keyword_init: true)
+        :out_of_order, :out_of_order_examples, :rounds, :final_reads, :final_stale, :final_stale_examples, :errors, keyword_init: true)
 
       # Prepended to a host process's poller: appends "began ended" (monotonic seconds) to the
       # host's rounds file for each round that held the election and vouched for L1 (every row
@@ -222,7 +223,9 @@ module Strata
           # A step that began before the deadline ends within the store's timeouts.
           settle(index, deadline + 1)
           KEYS.times do |i|
-            journal[:finals] << [key(i), version(cache.read(key(i))), c.exec_params("SELECT ver FROM #{truth_table} WHERE k = $1", [key(i)]).getvalue(0, 0).to_i]
+            read = version(cache.read(key(i)))
+            truth = c.exec_params("SELECT ver FROM #{truth_table} WHERE k = $1", [key(i)]).getvalue(0, 0).to_i
+            journal[:finals] << [key(i), read, truth, (read && read < truth) ? held(cache, key(i)) : nil]
           end
         end
         File.binwrite(File.join(@dir, "journal-#{index}"), Marshal.dump(journal))
@@ -284,6 +287,18 @@ module Strata
 
       def version(value)
         value && Integer(value.split(":").last)
+      end
+
+      # What each tier of cache holds for name, for a stale final read's message: the versions
+      # its bytes name, or an error's class.
+      def held(cache, name)
+        key = cache.send(:normalize_key, name, cache.send(:merged_options, {}))
+        cache.stack.tier_names.to_h do |tier|
+          bytes = cache.stack[tier].get(key)
+          [tier, bytes && bytes.b.scan(/k\d+:(\d+)/n).flatten.map(&:to_i)]
+        rescue => e
+          [tier, e.class.name]
+        end
       end
 
       # The run's network and faults until the hosts' loops end: in its first half only the
@@ -375,11 +390,13 @@ module Strata
             worst = late if late > worst
           end
         end
-        finals = journals.flat_map { |j| j[:finals] }
+        finals = journals.each_with_index.flat_map { |j, index| j[:finals].map { |final| [*final, index] } }
         Result.new(seconds: @seconds, reads: journals.sum { |j| j[:reads].size }, changes: acks.sum { |_, list| list.size },
           faults: faults.map(&:first).tally, stale: stale, worst_ms: (worst * 1000).round(1), stale_in_faults: in_faults,
           worst_in_faults_ms: (worst_in_faults * 1000).round(1), out_of_order: out_of_order, out_of_order_examples: examples, rounds: round_lists.map(&:size),
           final_reads: finals.size, final_stale: finals.count { |_, ver, truth| ver && ver < truth },
+          final_stale_examples: finals.select { |_, ver, truth| ver && ver < truth }.first(3)
+            .map { |name, ver, truth, tiers, index| {host: index, key: name, read: ver, truth: truth, tiers: tiers} },
           errors: failed + journals.map { |j| j[:errors] }.select(&:positive?).map { |n| "#{n} errors raised" })
       end
 
