@@ -31,7 +31,9 @@ module Strata
   # until then the rounds vouch for nothing. A tag whose version could not be dropped in
   # memcached is kept and dropped again the same way: were the rounds to vouch, a copy read
   # back from memcached's old one would be served for POLLED_TTL. At most MAX_UNSETTLED keys
-  # and as many tags are kept (the oldest go first, reported), and only in the holder's memory.
+  # and as many tags are kept (the oldest go first, reported), in the holder's memory; the state
+  # (below) names the log position after which their rows lie, and a process that takes the
+  # election over from another applies the rows from there again.
   #
   # One per host: every process with a store runs a thread, and the one whose token sits under
   # ELECTION_KEY in L1 (added with a TTL of lease seconds, refreshed by compare-and-set on every
@@ -164,6 +166,9 @@ module Strata
       @shared = shared.freeze
       @unsettled = {} # key => true: a shared tier could not settle it (#settle_shared); oldest first
       @undropped = {} # tag id => true: a copy of its version could not be dropped (#apply); oldest first
+      # The sequence number after which the log's rows name every key and tag kept above, or nil
+      # when none is kept: written into the state, so that another holder applies them again.
+      @unsettled_since = nil
       @resettle_at = 0.0
       @dependencies = dependencies
       @on_error = on_error
@@ -344,8 +349,10 @@ module Strata
       return resync(now, clear: false) if state && state[0] == FRESH
       return resync(now) if state.nil? || now - state[1] > @retention_ms / 2
 
-      seq = state[0]
-      gaps = state.drop(2).each_slice(2).to_h
+      seq, since, gaps = parse_state(state)
+      # Taken over from another process, which kept keys or tags it could not settle: their
+      # rows are applied again (they only delete), as that process's memory went with it.
+      seq = since if since && since < seq && state != @kept_state
       rows = []
       PAGES_PER_ROUND.times do # bound: PAGES_PER_ROUND pages
         page = @sql.log_after(rows.empty? ? seq : rows.last[0])
@@ -357,6 +364,7 @@ module Strata
       rows.concat(@sql.log_rows(gaps.keys)) unless gaps.empty?
       resettle
       applied = apply(rows)
+      @unsettled_since = settled? ? nil : [@unsettled_since, seq, *rows.map { |id, _, _| id - 1 }].compact.min
       seq = track_gaps(rows, seq, gaps, now)
       write_state(seq, now, gaps)
       more = rows.size >= PAGES_PER_ROUND * Tiers::SQL::LogStatements::PAGE
@@ -559,8 +567,23 @@ module Strata
       state if state.size >= 2 && state.size.even?
     end
 
+    # [sequence number, the unsettled one (or nil), gaps] of a state read_state gave.
+    def parse_state(state)
+      rest = state.drop(2)
+      since = nil
+      if rest[0]&.negative?
+        since = -rest[0] - 1
+        rest = rest.drop(2)
+      end
+      [state[0], since, rest.each_slice(2).to_h]
+    end
+
+    # The state is [seq, unix ms of the read, gaps as id, unix ms pairs], with first, while keys
+    # or tags are kept unsettled, the pair [-(unsettled since + 1), 0]: a gap of no row to a
+    # process that does not know the pair, which drops it as timed out.
     def write_state(seq, now, gaps)
-      @kept_state = [seq, now, *gaps.flatten]
+      since = @unsettled_since ? [-(@unsettled_since + 1), 0] : NOTHING_LEFT
+      @kept_state = [seq, now, *since, *gaps.flatten]
       @host.set(STATE_KEY, @kept_state.pack(STATE_PACK))
     end
 

@@ -163,6 +163,48 @@ module Strata
         server&.kill
       end
 
+      # What B's poller could not settle is not lost with it: host A's change never reached
+      # memcached (A's path cut), nor did B's holder's settle (its path cut too), and then that
+      # holder closes. The process of B that takes the election over applies the row again, from
+      # the place the state names, and settles memcached's old copy, which B's readers would
+      # otherwise take back into L1 for good.
+      def test_what_the_holder_could_not_settle_is_settled_by_the_next_holder
+        server = Strata::TestSupport.memcached_servers.first
+        target = server.split(":").then { |host, port| [host, Integer(port)] }
+        path_a = TcpProxy.new(*target)
+        path_b = TcpProxy.new(*target)
+        options = {timeout: 0.2, retry_after: 0.2}
+        # Polling, NOTIFY or not: the successor's first rounds come after the holder's close.
+        holder = polling_host("b", poll_interval: 0.05, memcached: options.merge(servers: [path_b.address]))
+        assert wait_until(BOUND) { holder.engine.poller.holding? }
+        successor = host_store("b", poll_interval: 0.05, memcached: options.merge(servers: [server]))
+        key = tier_key(holder, "written")
+        holder.write("written", "old")
+        applied_all(holder)
+        holder.stack[:l1].delete(key)
+        assert_equal "old", holder.read("written")
+        assert_equal "old", successor.read("written")
+        refute_nil successor.stack[:l2].get(key), "memcached holds the old copy"
+
+        path_a.cut
+        path_b.cut
+        in_host("a", memcached: options.merge(servers: [path_a.address])) do |a|
+          a.write("written", "new")
+          true # memcached never hears of it
+        end
+        assert wait_until(BOUND) { holder.engine.poller.instance_variable_get(:@unsettled).size == 1 }, "the holder keeps the key"
+        holder.close
+
+        poller = successor.engine.poller
+        head = successor.stack[:l3].log_head
+        assert wait_until(BOUND) { poller.holding? && poller.last_seen.to_i >= head && successor.stack[:l2].get(key).nil? },
+          "the successor settles memcached's copy"
+        assert_equal "new", successor.read("written")
+      ensure
+        path_a&.close
+        path_b&.close
+      end
+
       # A bump that never reached memcached, whose old version B's poller could not drop either:
       # host A's path and B's cut while A invalidates a tag. Once B's path is mended, memcached
       # still holds the old version, which A (gone with its recovery log) never deletes, nor
