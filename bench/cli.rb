@@ -6,6 +6,7 @@ require "time"
 require_relative "cases"
 require_relative "demo_bench"
 require_relative "fail_safe"
+require_relative "hot_page"
 require_relative "research/client_cpu"
 require_relative "research/client_cpu_report"
 require_relative "environment"
@@ -43,7 +44,8 @@ module Strata
       EXTRAS = {two_process: MultiProcess, hit_ratio: HitRatio, l1_footprint: L1Footprint}.freeze
       # Reports tied to strata_store (L1 + SQLite, and L1 alone); they run when it is selected and loads.
       STORE_EXTRAS = {tag_hit_cost: TagHitCost, tag_invalidate_cost: TagInvalidateCost,
-                      cross_host_staleness: CrossHostStaleness, coherence: Coherence, fail_safe: FailSafeReport}.freeze
+                      cross_host_staleness: CrossHostStaleness, coherence: Coherence, fail_safe: FailSafeReport,
+                      hot_page: HotPageReport}.freeze
       REPORTS = EXTRAS.merge(STORE_EXTRAS).freeze
       # The reports' timing in the default run (each report's own DEFAULTS, longer, with --full;
       # each takes the keys it has): seconds per timed cell or process run, its warmup, the most a

@@ -212,6 +212,25 @@ class EntryTest < Minitest::Test
     refute Entry.stamped?("12")
   end
 
+  # A soft-stale copy: the stored bytes with a marker bit set, in a copy; it decodes and gives
+  # its stamps as they were, and is neither an entry nor stamped for the tiers (never copied up,
+  # never checked again); unmarked gives the stored bytes back.
+  def test_a_soft_stale_copy_is_a_marked_copy_no_tier_takes
+    [Entry.encode("x", stamps: [[1, 2]]), Entry.put_back!(Entry.encode("x", expires_at: 5, stamps: [[1, 2]]))].each do |stored|
+      copy = Entry.soft_stale(stored)
+
+      assert Entry.soft_stale?(copy)
+      refute Entry.soft_stale?(stored), "the stored bytes are left as they were"
+      refute Entry.entry?(copy)
+      refute Entry.stamped?(copy)
+      assert_equal [1, 2], Entry.stamp_words(copy)
+      assert_equal "x", Entry.decode(copy).payload
+      assert_nil Entry.plain_string(copy)
+      assert_equal stored, Entry.unmarked(copy)
+      assert_same stored, Entry.unmarked(stored)
+    end
+  end
+
   # Only the marker tells a put-back entry (race_condition_ttl) apart: it decodes as the entry
   # it was, in a String or a Split, and is never a bare string read without decoding.
   def test_a_put_back_entry_differs_by_its_marker_only

@@ -35,11 +35,14 @@ module Strata
       !@announce_at.nil?
     end
 
-    # Stamped entry bytes read at tier index: bytes when every stamp is current, else nil, and
-    # the tier's copy is deleted: it can never be current again, and a fill can then take its
-    # place. Malformed bytes are left to the reader, which reports them.
+    # Stamped entry bytes read at tier index: bytes when every stamp is current; a soft-stale
+    # copy of them (Entry.soft_stale) when a soft invalidation left them stale and its window
+    # is open, the tier's copy kept; else nil, and the tier's copy is deleted: it can never be
+    # current again, and a fill can then take its place. Malformed bytes are left to the
+    # reader, which reports them.
     def current(key, bytes, index)
       return bytes if @dependencies.current?(bytes)
+      return Entry.soft_stale(bytes) if @dependencies.soft_stale?(bytes)
 
       @list.drop(key, index)
       nil

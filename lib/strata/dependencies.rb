@@ -49,6 +49,20 @@ module Strata
     # many seconds instead of once per coherence_interval.
     POLLED_TTL = 30
     PACK = "Q<"
+    # Set in every version a soft invalidation made (#bump with stale_for:), clear in all others:
+    # only a stamp that differs from such a version has its tag's soft record looked up, so a
+    # hard invalidation costs nothing more.
+    SOFT = 1 << 61
+    # A soft invalidation's record, per tag, under SOFT_KEY_FORMAT in every tier, for stale_for
+    # seconds: [its version, the unix ms it lapses at, the versions it left stale...] as
+    # SOFT_PACK. The stale ones: the version it replaced, and those the tag's record then in
+    # force had left stale, at most SOFT_OLDS.
+    SOFT_KEY_FORMAT = "\x00strata:soft:%016x".b.freeze
+    SOFT_PACK = "Q<*"
+    SOFT_OLDS = 8
+    # Seconds a record outlives its window in the tiers: memcached counts TTLs in whole seconds
+    # of its own clock, so a TTL of 1 may end at once. The record's own deadline is the bound.
+    SOFT_TTL_MARGIN = 1
 
     # The 64-bit id under which tag's version is kept and stamped.
     def self.tag_id(tag)
@@ -151,8 +165,14 @@ module Strata
     # old one misses from then on. One write per tier and tag, whatever the number of entries
     # stamped with it. True when every tier took the new versions or now holds none. undone (an
     # Array) gets the ids whose authority, the bottom tier, did neither (Strata::Retries).
-    def bump(ids, undone = nil)
-      fresh = ids.to_h { |id| [id, [random_version].pack(PACK)] }
+    #
+    # stale_for: seconds (> 0) for a soft invalidation: what depended on the old version is
+    # soft-stale (#soft_stale?) for that long, then misses. Its soft record is written first
+    # (#soften), so that a reader who finds the new version finds the record.
+    def bump(ids, undone = nil, stale_for: nil)
+      fresh = ids.to_h { |id| [id, stale_for ? random_version | SOFT : random_version] }
+      soften(fresh, stale_for) if stale_for
+      fresh.transform_values! { |version| [version].pack(PACK) }
       ok = true
       bottom = @tiers.size - 1
       bottom.downto(0) do |index|
@@ -165,6 +185,26 @@ module Strata
         end
       end
       ok
+    end
+
+    # Whether the stamped entry bytes, found not current (#current?), are soft-stale: every
+    # stamp that differs from its tag's version was left stale by a soft invalidation whose
+    # window is open (its record, read top-down and copied up). The versions are read again
+    # (they may have moved since the check); a stamp behind a hard version is never soft.
+    def soft_stale?(bytes)
+      words = Entry.stamp_words(bytes)
+      ids = Array.new(words.size / 2) { |index| words[index * 2] }
+      found = read(ids)
+      now = Entry.now
+      ids.each_with_index.all? do |id, index|
+        stamped = words[index * 2 + 1]
+        version = found[id]
+        next true if version == stamped
+        next false unless version && version & SOFT != 0
+
+        record = soft_record(id, version, now)
+        record ? record.drop(2).include?(stamped) : false
+      end
     end
 
     # The seam for the cross-host poller (docs/coherence.md): this host's copy of tag id's
@@ -301,8 +341,53 @@ module Strata
       nil
     end
 
+    # A random version that is not a soft one (SOFT clear).
     def random_version
-      SecureRandom.random_bytes(VERSION_BYTES).unpack1(PACK) & MASK
+      SecureRandom.random_bytes(VERSION_BYTES).unpack1(PACK) & MASK & ~SOFT
+    end
+
+    # Writes each tag's soft record (see SOFT_KEY_FORMAT) for its new version in fresh (id =>
+    # version), bottom-up through every tier; a tier that fails is reported and skipped (its
+    # readers then find the tag invalidated hard). A tag with no version has nothing stamped
+    # with one and gets no record.
+    def soften(fresh, stale_for)
+      now = Entry.now
+      deadline = now + (stale_for * 1000).ceil
+      held = read(fresh.keys)
+      fresh.each do |id, version|
+        old = held[id]
+        next unless old
+
+        record = soft_record(id, old, now)
+        bytes = [version, deadline, *[old, *record&.drop(2)].uniq.first(SOFT_OLDS)].pack(SOFT_PACK)
+        key = format(SOFT_KEY_FORMAT, id)
+        ttl = stale_for + SOFT_TTL_MARGIN
+        (@tiers.size - 1).downto(0) { |index| @list.safely(index) { @tiers[index].set(key, bytes, ttl: ttl) } }
+      end
+    end
+
+    # Tag id's soft record for its current version (version), unpacked, while its window is
+    # open at now (unix ms); nil when none is. Read top-down; the tiers above the one that held
+    # it get a copy for the rest of the window (set over another version's record, else add).
+    def soft_record(id, version, now)
+      key = format(SOFT_KEY_FORMAT, id)
+      others = []
+      @tiers.each_index do |index|
+        bytes = @list.safely(index) { @tiers[index].get(key) }
+        next unless bytes && bytes.bytesize >= 24 && bytes.bytesize % 8 == 0
+
+        record = bytes.unpack(SOFT_PACK)
+        unless record[0] == version && record[1] > now
+          others << index
+          next
+        end
+        ttl = (record[1] - now) / 1000.0 + SOFT_TTL_MARGIN
+        index.times do |above|
+          @list.safely(above) { others.include?(above) ? @tiers[above].set(key, bytes, ttl: ttl) : @tiers[above].add(key, bytes, ttl: ttl) }
+        end
+        return record
+      end
+      nil
     end
 
     # Tier index's copies of the versions of ids; none of those it could not read (reported).

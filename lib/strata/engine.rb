@@ -157,11 +157,24 @@ module Strata
 
     # Gives each tag a new version: every entry stamped with an older one misses from then on.
     # False when a tier could neither take a new version nor drop its old one (reported).
-    def invalidate_tags(*tags)
+    # stale_for: seconds (> 0) for a soft invalidation: such entries are soft-stale that long
+    # first (Dependencies#soft_stale?; the stack hands them over as Entry.soft_stale copies).
+    def invalidate_tags(*tags, stale_for: nil)
       tags = tags.flatten
       raise ArgumentError, "invalidate_tags needs at least one tag" if tags.empty?
 
-      invalidate(tag_ids(tags))
+      invalidate(tag_ids(tags), stale_for: Engine.stale_for(stale_for))
+    end
+
+    # seconds as a soft invalidation's window (a Float > 0), or nil for nil; ArgumentError
+    # otherwise.
+    def self.stale_for(seconds)
+      return nil if seconds.nil?
+      unless seconds.is_a?(Numeric) && seconds.to_f.finite? && seconds > 0
+        raise ArgumentError, "stale_for: must be a number of seconds > 0, got #{seconds.inspect}"
+      end
+
+      seconds.to_f
     end
 
     # --- What the adapter and the methods above share ---------------------------------------
@@ -207,12 +220,13 @@ module Strata
     end
 
     # New versions for tag ids, counted (Counters); one whose authority missed it is retried
-    # (Retries). False when a tier could neither take a new version nor drop its old one.
-    def invalidate(ids)
+    # (Retries), hard. False when a tier could neither take a new version nor drop its old one.
+    # stale_for: seconds (a Float > 0) for a soft invalidation, else nil.
+    def invalidate(ids, stale_for: nil)
       @counters.add(Counters::INVALIDATIONS)
       @counters.add(Counters::VERSIONS_BUMPED, ids.size)
       undone = []
-      done = @stack.dependencies.bump(ids, undone) # reports its tiers' failures
+      done = @stack.dependencies.bump(ids, undone, stale_for: stale_for) # reports its tiers' failures
       @retries.add_tags(undone) unless undone.empty? # the authority keeps the old versions meanwhile
       done
     end
@@ -306,7 +320,7 @@ module Strata
     # under way in this fiber depends on them too (Computation#read). Every read whose bytes are
     # used passes them here. While no computation runs in the process, a hit looks nothing up.
     def noted(key, bytes)
-      if bytes && !@computations.idle? && Entry.stamped?(bytes) && (computation = computing)
+      if bytes && !@computations.idle? && (Entry.stamped?(bytes) || Entry.soft_stale?(bytes)) && (computation = computing)
         computation.read(key, bytes)
       end
       bytes

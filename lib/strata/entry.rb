@@ -32,6 +32,11 @@ module Strata
   # so that a reader can tell the copy from the value it replaced (Entry.put_back?). A reader built
   # before the marker existed finds no entry it knows: a miss, for the window only.
   #
+  # A soft-stale copy: a stamped entry whose stamps a soft invalidation made stale but not yet
+  # void (Strata::Dependencies#soft_stale?) is handed to its reader with SOFT_STALE set in its
+  # marker, in a copy of its own (Entry.soft_stale). Tiers never hold one: #entry? and #stamped?
+  # say no to it, so no copy of it goes up, and Entry.unmarked gives back the stored bytes.
+  #
   # Decoding checks every length against the string before reading, so malformed bytes raise
   # Strata::CorruptError and never read out of bounds.
   #
@@ -40,6 +45,10 @@ module Strata
   class Entry
     MARKER = 0xE1
     PUT_BACK_MARKER = 0xE3
+    # Set in either marker of a soft-stale copy (see above).
+    SOFT_STALE = 0x04
+    # Whether a first byte frames an entry: either marker, soft-stale or not.
+    FRAMED = Array.new(256) { |byte| [MARKER, PUT_BACK_MARKER].include?(byte & ~SOFT_STALE) }.freeze
 
     # Flags, byte 1.
     COMPRESSED = 0x01 # the payload went through the store's compressor
@@ -127,7 +136,7 @@ module Strata
       def decode(bytes)
         size = bytes.bytesize
         marker = bytes.getbyte(0) if size >= HEADER_BYTES
-        raise CorruptError, "not a Strata entry" unless marker == MARKER || marker == PUT_BACK_MARKER
+        raise CorruptError, "not a Strata entry" unless marker && FRAMED[marker]
 
         flags = bytes.getbyte(1)
         raise CorruptError, "unknown entry flags #{flags}" unless VALID_FLAGS[flags]
@@ -200,6 +209,29 @@ module Strata
         bytes.getbyte(0) == PUT_BACK_MARKER
       end
 
+      # True when bytes are a soft-stale copy (see the class comment).
+      def soft_stale?(bytes)
+        marker = bytes.getbyte(0)
+        marker == MARKER | SOFT_STALE || marker == PUT_BACK_MARKER | SOFT_STALE
+      end
+
+      # A soft-stale copy of the stamped entry bytes (a String read from a tier).
+      def soft_stale(bytes)
+        marked = bytes.dup
+        marked.setbyte(0, bytes.getbyte(0) | SOFT_STALE)
+        marked
+      end
+
+      # The bytes a tier holds for bytes: a copy without SOFT_STALE for a soft-stale copy, else
+      # bytes.
+      def unmarked(bytes)
+        return bytes unless soft_stale?(bytes)
+
+        stored = bytes.dup
+        stored.setbyte(0, bytes.getbyte(0) & ~SOFT_STALE)
+        stored
+      end
+
       # bytes (a String or a Split, as #encode makes them) marked as a put-back entry, in place.
       def put_back!(bytes)
         head = bytes.is_a?(Split) ? bytes.head : bytes
@@ -217,7 +249,7 @@ module Strata
       # #stamps flat, in one Array: [tag_id, version, tag_id, version, ...] (the stack's check).
       def stamp_words(bytes)
         size = bytes.bytesize
-        raise CorruptError, "not a Strata entry" unless size >= HEADER_BYTES && entry?(bytes)
+        raise CorruptError, "not a Strata entry" unless size >= HEADER_BYTES && FRAMED[bytes.getbyte(0)]
 
         at = STAMPS_AT + bytes.unpack1("S<", offset: VERSION_AT)
         raise CorruptError, "entry version runs past the end" if at + 2 > size

@@ -192,7 +192,7 @@ module Strata
     # after_commit: the connection's committed changes (this record's and those of the other
     # records of its transaction) are invalidated, once, by the first record to get here.
     def strata_committed
-      TransactionTags.committed(strata_connection).each { |store, tags| store.invalidate_tags(tags) }
+      TransactionTags.invalidate(TransactionTags.committed(strata_connection))
     end
 
     # after_rollback: the rolled back changes are forgotten; nothing is invalidated.

@@ -45,6 +45,10 @@ module Strata
     attr_accessor :replacing
     # True when this caller is served the stale entry it read while another revalidates it.
     attr_accessor :serve_stale
+    # True once #set replaced the stale entry (Stack#replace took it).
+    attr_reader :replaced
+    # True when the entry read was soft-stale (Entry.soft_stale?: a soft invalidation's).
+    attr_accessor :soft_stale
     # True when the caller read the host tier for key just before (Stack#get_host): the
     # read-through goes straight to the host single-flight, which reads it again under the lock.
     attr_reader :host_read
@@ -65,6 +69,8 @@ module Strata
       @unleased = false
       @replacing = nil
       @serve_stale = false
+      @replaced = false
+      @soft_stale = false
       @read = false
       @found = nil
       @rewritten = false
@@ -101,7 +107,7 @@ module Strata
     # read-through found nothing or holds a lease (or lost one), else Stack#set.
     def set(bytes, ttl: nil)
       @rewritten = true
-      return @owner.replace(@key, @replacing, bytes, ttl: ttl) if @replacing
+      return @replaced = @owner.replace(@key, @replacing, bytes, ttl: ttl) if @replacing
       return @flight.write(self, bytes, ttl) if lease_pending? || @unleased || missed?
 
       @owner.set(@key, bytes, ttl: ttl)

@@ -111,7 +111,8 @@ module Strata
         @counters&.add(Counters::STALE_HITS)
         info[:stale] = true if info
       end
-      return bytes if index == 0 || through.stale
+      # A soft-stale copy goes to no tier; a lease won below it is given back by #finish.
+      return bytes if index == 0 || through.stale || Entry.soft_stale?(bytes)
 
       if through.lease_pending?
         ttl = remaining_ttl(bytes)
@@ -200,16 +201,18 @@ module Strata
           through.lease_cas = lease.cas
           return nil
         end
-        if lease&.value && Entry.stamped?(lease.value) && !checked(key, lease.value, index)
+        value = lease&.value
+        # A soft-stale one is answered as the copy Copies#current made of it.
+        if value && Entry.stamped?(value) && !(value = checked(key, value, index))
           # Out of date by its stamps, and now deleted: lease again, at once, to fill it.
           lease = @list.safely(index, info) { tier.lease_get(key, lease_ttl: @fill_wait) }
           next unless lease&.value && Entry.stamped?(lease.value) && !checked(key, lease.value, index)
 
           return nil # out of date again at once: go on below without the lease
         end
-        if lease&.value
+        if value
           through.stale = lease.stale?
-          return lease.value
+          return value
         end
         if Clock.monotonic > deadline
           through.unleased = true
@@ -235,7 +238,8 @@ module Strata
     # over there (see #fill_write).
     def fenced_read(key, index, through, info)
       bytes, tombstone = @list.safely(index, info) { @tiers[index].get_for_fill(key) }
-      if bytes && Entry.stamped?(bytes) && !@copies.current(key, bytes, index)
+      # A soft-stale one is answered as the copy Copies#current made of it.
+      if bytes && Entry.stamped?(bytes) && !(bytes = @copies.current(key, bytes, index))
         # Out of date by its stamps, and now deleted: read the delete's tombstone to fill over.
         bytes, tombstone = @list.safely(index, info) { @tiers[index].get_for_fill(key) }
         bytes = checked(key, bytes, index)

@@ -206,7 +206,8 @@ module Strata
         info[:tier] = @names[index] if info
         copied = {}
         hits.each do |key, bytes|
-          next unless !Entry.stamped?(bytes) || @copies.current(key, bytes, index)
+          # A soft-stale one as the copy Copies#current made of it (which copy_up passes over).
+          next if Entry.stamped?(bytes) && !(bytes = @copies.current(key, bytes, index))
 
           found[key] = bytes
           copied[key] = index if index > 0 && @copies.copy_up(key, bytes, index)
@@ -331,11 +332,17 @@ module Strata
 
     # Replaces stale (bytes read under key) with bytes: a compare-and-set at the bottom tier
     # (Tier#replace), then the tiers above written and settled as #set does. False, nothing
-    # written, when the bottom tier no longer holds stale (a write or delete since wins) or
-    # failed (reported). Raises Strata::ValueTooLargeError when the bottom tier can't hold it.
+    # written and the copies above the bottom tier dropped, when it no longer holds stale (a
+    # write or delete since wins) or failed (reported). Raises Strata::ValueTooLargeError when
+    # the bottom tier can't hold it.
     def replace(key, stale, bytes, ttl: nil)
       bottom = @tiers.size - 1
-      return false unless @list.safely(bottom, nil, false) { @tiers[bottom].replace(key, stale, bytes, ttl: @copies.ttl_at(bottom, ttl)) }
+      unless @list.safely(bottom, nil, false) { @tiers[bottom].replace(key, stale, bytes, ttl: @copies.ttl_at(bottom, ttl)) }
+        # The bottom tier holds something else (or failed): the copies above may be the stale
+        # entry, which a reader would otherwise go on answering.
+        @copies.take_back_copies(key, bottom)
+        return false
+      end
 
       (bottom - 1).downto(0) do |index|
         stored = begin
@@ -351,21 +358,16 @@ module Strata
 
     # A claim on key (one of the stack's own) for ttl seconds: an add in every tier but those
     # with tombstones (SQL), top-down, so one caller holds it per host with L1 and across hosts
-    # with memcached. False when another holds it (the adds made above are taken back). A tier
-    # that fails is reported and skipped, as single-flight skips it: with memcached down, one
-    # caller per host claims.
+    # with memcached. False when another holds it. The adds made above a tier that refused are
+    # kept: the host's other callers then find the claim taken in L1, without asking memcached,
+    # until it lapses. A tier that fails is reported and skipped, as single-flight skips it:
+    # with memcached down, one caller per host claims.
     def claim(key, ttl)
-      added = []
       @tiers.each_with_index do |tier, index|
         next if tier.capabilities[:tombstones]
 
         taken = @list.safely(index, nil, :failed) { tier.add(key, MARK, ttl: ttl) }
-        next if taken == :failed
-        unless taken
-          added.each { |above| @list.drop(key, above) }
-          return false
-        end
-        added << index
+        return false unless taken
       end
       true
     end

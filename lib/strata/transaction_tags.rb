@@ -24,7 +24,7 @@ module Strata
     KEY = :strata_transaction_tags
 
     # One change: the connection and transaction it was made in, the store its tags go to.
-    Change = Struct.new(:connection, :transaction, :store, :tags)
+    Change = Struct.new(:connection, :transaction, :store, :tags, :stale_for)
 
     # How many contexts have tags pending, in this process. Every tagged read asks for #current,
     # and with none pending anywhere (the usual case) the answer needs no look into the context's
@@ -73,7 +73,8 @@ module Strata
       # for good. A non-joinable transaction (the one a test with use_transactional_tests runs
       # in) commits nothing its children do not, so it defers nothing: a change's after_commit
       # runs inside it and invalidates at once, as after a commit in production.
-      def defer(store, tags)
+      # stale_for: a soft invalidation's window (seconds), or nil.
+      def defer(store, tags, stale_for = nil)
         return false unless defined?(::ActiveRecord::Base)
 
         deferred = false
@@ -81,7 +82,7 @@ module Strata
           connection = joinable_connection(pool)
           next unless connection
 
-          add(connection, connection.current_transaction, store, tags)
+          add(connection, connection.current_transaction, store, tags, stale_for)
           connection.add_transaction_record(CommitHook.new(connection))
           deferred = true
         end
@@ -107,13 +108,13 @@ module Strata
 
       # Records that a change made in transaction (open on connection) touched tags (Strings),
       # to be invalidated through store when it commits.
-      def add(connection, transaction, store, tags)
+      def add(connection, transaction, store, tags, stale_for = nil)
         pending = ActiveSupport::IsolatedExecutionState[KEY]
         unless pending
           @contexts_lock.synchronize { @contexts += 1 }
           pending = ActiveSupport::IsolatedExecutionState[KEY] = new
         end
-        pending.add(Change.new(connection, transaction, store, tags))
+        pending.add(Change.new(connection, transaction, store, tags, stale_for))
       end
 
       # Forgets the changes of transactions that rolled back.
@@ -122,8 +123,8 @@ module Strata
         settle
       end
 
-      # The changes made through connection that committed, store => [tag, ...], now forgotten.
-      # Changes in transactions still open stay.
+      # The changes made through connection that committed, [store, stale_for] => [tag, ...],
+      # now forgotten. Changes in transactions still open stay.
       def committed(connection)
         pending = current
         return {} unless pending
@@ -131,6 +132,14 @@ module Strata
         taken = pending.take(connection)
         settle
         taken
+      end
+
+      # Invalidates the tags of changes (from #committed) through their stores, soft ones with
+      # their window.
+      def invalidate(changes)
+        changes.each do |(store, stale_for), tags|
+          stale_for ? store.invalidate_tags(tags, soft: true, stale_for: stale_for) : store.invalidate_tags(tags)
+        end
       end
 
       private
@@ -169,7 +178,7 @@ module Strata
       def committed!(should_run_callbacks: true)
         return unless should_run_callbacks
 
-        TransactionTags.committed(@connection).each { |store, tags| store.invalidate_tags(tags) }
+        TransactionTags.invalidate(TransactionTags.committed(@connection))
       end
 
       def rolledback!(force_restore_state: false, should_run_callbacks: true)
@@ -234,7 +243,7 @@ module Strata
 
       reset(open)
       taken = {}
-      ended.each { |change| (taken[change.store] ||= []).concat(change.tags) unless dropped?(change.transaction) }
+      ended.each { |change| (taken[[change.store, change.stale_for]] ||= []).concat(change.tags) unless dropped?(change.transaction) }
       taken.transform_values(&:uniq)
     end
 

@@ -32,6 +32,21 @@ class StrataTransactionsTest < Strata::ModelCase
     assert_equal "new", store.read("bug"), "cached again after the commit"
   end
 
+  # A soft invalidation inside a transaction waits for the commit, and stays soft: the entry is
+  # answered stale after it, not missing.
+  def test_a_soft_invalidation_inside_the_transaction_is_soft_after_the_commit
+    bug = Bug.create!(title: "old")
+    assert_equal "old", store.fetch("bug", tags: bug.cache_tag) { bug.title }
+
+    Bug.transaction do
+      assert store.invalidate_tags(bug.cache_tag, soft: true, stale_for: 30)
+      assert_nil store.read("bug"), "hidden in this thread until the commit"
+    end
+    assert_nil Strata::TransactionTags.current
+    assert_equal "old", store.read("bug"), "stale, not missing"
+    assert_equal "new", store.fetch("bug", tags: bug.cache_tag) { "new" }, "the caller that takes the claim recomputes"
+  end
+
   # The fetch's own tags are not the changed ones: the entry's stamps still are.
   def test_inside_the_transaction_a_fetch_tagged_otherwise_misses_an_entry_stamped_with_a_changed_tag
     bug = Bug.create!(title: "old")

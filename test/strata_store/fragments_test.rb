@@ -85,6 +85,23 @@ class StrataStoreFragmentsTest < Strata::StoreCase
     assert_equal "new", render(template, body: -> { flunk "cached now" })
   end
 
+  # A soft invalidation: the first render after it takes the fragment's claim and renders it
+  # again; a render meanwhile (here in another thread, inside the first one's body) answers the
+  # stale fragment; then the new one is cached.
+  def test_a_soft_invalidation_renders_the_fragment_once_while_others_answer_it_stale
+    template = "<% cache 'sidebar', tags: ['posts/1'] do %><%= body.call %><% end %>"
+    assert_equal "old", render(template, body: -> { "old" })
+    store.invalidate_tags("posts/1", soft: true)
+
+    meanwhile = nil
+    rendered = render(template, body: lambda {
+      meanwhile = Thread.new { render(template, body: -> { flunk "rendered twice" }) }.value
+      "new"
+    })
+    assert_equal ["new", "old"], [rendered, meanwhile]
+    assert_equal "new", render(template, body: -> { flunk "cached now" })
+  end
+
   # An outer fragment depends on the inner fragments rendered in it: invalidating what an inner
   # one shows misses the outer one too, whether the inner one was rendered or read.
   def test_an_inner_fragments_tags_reach_the_fragment_around_it

@@ -163,6 +163,33 @@ module Strata
         server&.kill
       end
 
+      # A soft invalidation on host A reaches B as stale, not missing: B's L1 keeps its copy and
+      # answers it while A recomputes; A's new value then reaches B through the log.
+      def test_a_soft_invalidation_reaches_another_host_stale_and_then_its_new_value
+        b = polling_host("b")
+        b.write("tagged", "old", tags: ["bugs/5"])
+        key = tier_key(b, "tagged")
+        in_host("a") { |a| a.invalidate_tags("bugs/5", soft: true) }
+        applied_all(b)
+
+        refute_nil b.stack[:l1].get(key), "B's L1 keeps its copy"
+        assert_equal "old", b.read("tagged"), "and answers it, stale"
+        in_host("a") { |a| a.fetch("tagged", tags: ["bugs/5"]) { "new" } == "new" }
+        assert wait_until(BOUND) { b.read("tagged") == "new" }, "A's new value reaches B"
+      end
+
+      # B's poller stopped: B's copy of the tag's version lapses after coherence_interval, and
+      # from then on the window holds as on A: stale, then missing once it ends.
+      def test_a_soft_invalidation_ends_on_a_host_whose_poller_stopped
+        b = polling_host("b", coherence_interval: 0.5)
+        b.engine.poller.stop
+        b.write("tagged", "old", tags: ["bugs/6"])
+        in_host("a") { |a| a.invalidate_tags("bugs/6", soft: true, stale_for: 1) }
+
+        assert_equal "old", b.read("tagged")
+        assert wait_until(BOUND) { b.read("tagged").nil? }, "missing once the window ended"
+      end
+
       # What B's poller could not settle is not lost with it: host A's change never reached
       # memcached (A's path cut), nor did B's holder's settle (its path cut too), and then that
       # holder closes. The process of B that takes the election over applies the row again, from

@@ -77,11 +77,13 @@ module ActiveSupport
       # tiers' options; L1 is there when l1: is given or neither other one is), fill_wait:,
       # coherence_interval:, poll_interval:, poll_listen: (Strata::Engine.new), serializer:,
       # compressor:, coder: (Codec), max_key_size: (MIN_KEY_BYTES to MAX_KEY_BYTES, the default),
-      # fail_safe:, fail_safe_throttle: (FailSafe), stale_while_revalidate: (per call too).
+      # fail_safe:, fail_safe_throttle: (FailSafe), stale_while_revalidate: (per call too),
+      # stale_for: (soft invalidate_tags' window, Tags).
       def initialize(options = nil)
         options = DEFAULTS.merge(options || {})
         max_key_size = checked_key_size(options.delete(:max_key_size))
         check_fail_safe_options(options)
+        @stale_for = Strata::Engine.stale_for(options.delete(:stale_for) { DEFAULT_STALE_FOR })
         l1 = options.delete(:l1)
         memcached = options.delete(:memcached)
         sql = options.delete(:sql)
@@ -169,8 +171,29 @@ module ActiveSupport
           return nil if fail_safe && !fetching && last_good?(entry, fail_safe)
         elsif entry && Strata::Entry.put_back?(bytes)
           served_put_back(key, event)
+        elsif entry && Strata::Entry.soft_stale?(bytes)
+          return nil if soft_stale_read(key, event, fetching) == :revalidate
         end
         entry
+      end
+
+      # A soft-stale entry (Strata::Entry.soft_stale?) was read under key: for a fetch, noted on
+      # its read-through, and the fetch answers it or recomputes it (Fetch#live_entry). For the
+      # read of a fragment that is rendering (Tags#fragment), :revalidate when it takes the
+      # key's claim (a miss: it renders again, and gives the claim back when it ends). Else
+      # served: a stale hit (Strata::Counters), stale: true in the read's event.
+      def soft_stale_read(key, event, fetching)
+        through = @engine.claim(key) if fetching
+        return through.soft_stale = true if through
+
+        computation = @engine.current
+        if computation && computation.claims.nil? && computation.keys == key && !computation.revalidating &&
+            @stack.claim(claim_key(key), claim_ttl)
+          computation.revalidating = true
+          return :revalidate
+        end
+        @counters.add(Strata::Counters::STALE_HITS)
+        event[:stale] = true if event
       end
 
       # A live entry that Rails' fetch put back for race_condition_ttl was served as the value of

@@ -125,8 +125,9 @@ module ActiveSupport
           # context changed tags, which the slow path below checks.
           plain = Strata::Entry.plain_string(bytes) { none_pending || !Strata::TransactionTags.current }
           return plain if plain
-          # A stale copy put back for race_condition_ttl: the base path serves and counts it.
-          return MISS if Strata::Entry.put_back?(bytes)
+          # A stale copy put back for race_condition_ttl, or a soft-stale one: the base path
+          # serves and counts it.
+          return MISS if Strata::Entry.put_back?(bytes) || Strata::Entry.soft_stale?(bytes)
 
           decoded = Strata::Entry.decode(bytes)
           return MISS if decoded.flags & Strata::Entry::STAMPED != 0 && Strata::TransactionTags.hides_entry?(decoded)

@@ -63,12 +63,14 @@ module ActiveSupport
           local = local_cache
           unless watched || local || hidden || probe[:force]
             value = host_hit(key, probe, version, hidden.nil?)
-            unless Codec::MISS.equal?(value)
+            unless Codec::MISS.equal?(value) || UnobservedReads::SOFT_STALE.equal?(value)
               # Counted, not timed: timing it would add two clock reads to every hit.
               @read_hits.count_read_hit
               return value
             end
-            probed = true
+            # A soft-stale copy is read again without the host lock: it is answered or claimed,
+            # and every fetch of the key on the host would queue on the lock meanwhile.
+            probed = !UnobservedReads::SOFT_STALE.equal?(value)
           end
           started = Strata::Clock.monotonic_us
           options = merged || (options ? merged_options(options) : @options)
@@ -147,12 +149,12 @@ module ActiveSupport
           end
           entry = fetched_entry(name, key, options, version, watched)
           through = @engine.claim(key)
-          return fetch_hit(name, through, options, entry, watched, started) if entry && (!entry.expired? || through&.serve_stale)
+          return fetch_hit(name, through, options, entry, watched, started) if answered?(entry, through)
 
           begin
             generate(name, key, options, started, watched, local, entry, &block) # entry: the last good value, or nil
           ensure
-            revalidated(key) if through&.replacing
+            revalidated(key) if through&.replacing && !through.replaced
           end
         end
 
@@ -177,9 +179,19 @@ module ActiveSupport
           instrument(:read, NAMED_EVENTS ? name : key, options) do |payload|
             entry = live_entry(key, options, version, payload)
             payload[:super_operation] = :fetch
-            payload[:hit] = !entry.nil? && (!entry.expired? || @engine.claim(key)&.serve_stale)
+            payload[:hit] = answered?(entry, @engine.claim(key))
           end
           entry
+        end
+
+        # Whether the fetch answers entry (what #live_entry gave; nil: it computes), read
+        # through through: a live one, unless this caller is to revalidate it (it took the
+        # claim: a stale entry kept only for fail_safe:), or a stale one another revalidates.
+        def answered?(entry, through)
+          return false unless entry
+          return true if through&.serve_stale
+
+          !(entry.expired? || through&.replacing)
         end
 
         # What the read-through holds under key when live and of version, else nil; an expired
@@ -192,6 +204,9 @@ module ActiveSupport
           return nil if entry.mismatched?(version)
 
           entry.value # a value that no longer loads is a miss, as in Rails
+          through = @engine.claim(key)
+          return soft_revalidation(entry, key, options, through, event) if through&.soft_stale
+
           entry
         rescue DeserializationError
           nil
@@ -231,9 +246,9 @@ module ActiveSupport
         # caller's host lock or lease.
         def fetch_hit(name, through, options, entry, watched, started)
           if watched
-            if through && (through.stale || through.waited || through.put_back_served || through.serve_stale)
+            if through && (through.stale || through.waited || through.put_back_served || through.serve_stale || through.soft_stale)
               found = {}
-              found[:stale] = true if through.stale || through.put_back_served || through.serve_stale
+              found[:stale] = true if through.stale || through.put_back_served || through.serve_stale || through.soft_stale
               found[:waited] = through.waited if through.waited
               options = options.merge(found)
             end

@@ -75,7 +75,11 @@ module ActiveSupport
             next unless (bytes = found[key])
 
             named = version || (expanded_version(name) unless name.instance_of?(String))
-            value = failsafe(Codec::MISS) { @codec.live_value(bytes, raw, named, none_pending) }
+            value = if Strata::Entry.soft_stale?(bytes)
+              failsafe(Codec::MISS) { soft_stale_value(key, bytes, raw, named, none_pending) }
+            else
+              failsafe(Codec::MISS) { @codec.live_value(bytes, raw, named, none_pending) }
+            end
             results[name] = value unless Codec::MISS.equal?(value)
           end
           results

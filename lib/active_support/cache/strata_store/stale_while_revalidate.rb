@@ -24,13 +24,56 @@ module ActiveSupport
           window = options[:stale_while_revalidate]
           return nil unless window && through&.found && Time.now.to_f - entry.expires_at <= checked_window(window, :stale_while_revalidate)
 
+          claimed(key, through, through.found)
+        end
+
+        # Takes key's claim for through, whose read found stale (the bytes a tier holds): when
+        # another caller holds it, :stale (answer found's value; a stale hit, counted); else
+        # :revalidate (compute; the write replaces stale).
+        def claimed(key, through, stale)
           unless @engine.stack.claim(claim_key(key), claim_ttl)
             through.serve_stale = true
             @counters.add(Strata::Counters::STALE_HITS)
             return :stale
           end
-          through.replacing = through.found
+          through.replacing = stale
           :revalidate
+        end
+
+        # For a fetch of key through through that read entry soft-stale (Tags#invalidate_tags
+        # with soft: true): entry when another caller recomputes it (answer it) or when fail_safe:
+        # may fall back on it; nil otherwise, this caller having taken the claim (compute; the
+        # write replaces the stale entry). A copy served from the local cache, unread by the
+        # read-through, is answered as it is.
+        def soft_revalidation(entry, key, options, through, event)
+          found = through.found
+          return entry unless found && Strata::Entry.soft_stale?(found)
+
+          if claimed(key, through, Strata::Entry.unmarked(found)) == :stale
+            event[:stale] = true if event
+            return entry
+          end
+          options[:fail_safe] ? entry : nil
+        end
+
+        # read_multi's and fetch_multi's value of the soft-stale entry bytes under key (Codec
+        # #live_value's arguments): in fetch_multi, Codec::MISS when this caller takes the key's
+        # claim (it computes; its write replaces the stale entry), the read-through joining
+        # fetch_multi's claims (Strata::Computation#claims); else the stale value, a stale hit.
+        def soft_stale_value(key, bytes, raw, version, none_pending)
+          value = @codec.live_value(Strata::Entry.unmarked(bytes), raw, version, none_pending)
+          return value if Codec::MISS.equal?(value)
+
+          claims = @engine.current&.claims
+          if claims.is_a?(Hash)
+            through = claims[key] ||= @engine.stack.read_through(key)
+            found = through.get
+            return value unless found && Strata::Entry.soft_stale?(found)
+
+            return (claimed(key, through, Strata::Entry.unmarked(found)) == :stale) ? value : Codec::MISS
+          end
+          @counters.add(Strata::Counters::STALE_HITS)
+          value
         end
 
         # fetch_multi's answer for key, whose read found entry expired, with
@@ -52,10 +95,13 @@ module ActiveSupport
         def revalidating(claims)
           yield
         ensure
-          claims&.each { |key, through| revalidated(key) if through.replacing }
+          claims&.each { |key, through| revalidated(key) if through.replacing && !through.replaced }
         end
 
-        # The claim a revalidating fetch of key took is given back.
+        # The claim a revalidating fetch of key took is given back: it wrote nothing (its block
+        # raised, or a change won). A claim whose value was written stays until it lapses
+        # (claim_ttl): another host whose L1 still holds the stale copy, until its poller
+        # drops it, answers that copy rather than recomputing it again.
         def revalidated(key)
           @engine.stack.release(claim_key(key))
         end

@@ -16,6 +16,9 @@ module ActiveSupport
         INVALIDATE_REPORTED = "strata.invalidate"
         # stamps_for's answer for a computation whose result must not be cached (Computation#spoiled).
         SPOILED = [].freeze
+        # Seconds a soft invalidation leaves entries stale before they miss (the store's
+        # stale_for: option).
+        DEFAULT_STALE_FOR = 60
 
         # The current versions of tags (Strings or Symbols), read now, one read per tier for all of
         # them: a Strata::TagVersions for fetch's, write's or write_multi's `as_of:`, which stamps
@@ -44,9 +47,14 @@ module ActiveSupport
           tags = fragment_tags(name, options[:tags])
           options[:tags] = tags unless tags.empty?
           merged = merged_options(options)
-          capturing(normalize_key(key, merged), tags.empty? ? nil : tags, merged[:as_of]) do |capture|
+          key = normalize_key(key, merged)
+          capturing(key, tags.empty? ? nil : tags, merged[:as_of]) do |capture|
             capture.loaded = [name, options[:tags]] unless tags.empty? # checked if it is written (#stamps_for)
-            yield options
+            begin
+              yield options
+            ensure
+              revalidated(key) if capture.revalidating
+            end
           end
         end
 
@@ -63,23 +71,38 @@ module ActiveSupport
         # test's own), the bump waits for its commit and a rollback makes none; until then this
         # thread neither serves nor caches what depends on the tags (Strata::TransactionTags#defer).
         # True then.
-        def invalidate_tags(*tags)
+        #
+        # soft: true makes the invalidation soft (docs/coherence.md, "Soft invalidation"): for
+        # stale_for seconds (the store's stale_for:, a minute unless set) an entry built from
+        # the tags is stale, not missing: a read answers it (stale: true in its event), and a
+        # fetch answers it while the one caller that takes its claim (per host with L1, across
+        # hosts with memcached) recomputes it; past the window it misses. The event carries
+        # soft: true and stale_for:.
+        def invalidate_tags(*tags, soft: false, stale_for: nil)
           tags = tags.flatten
           raise ArgumentError, "invalidate_tags needs at least one tag" if tags.empty?
+          raise ArgumentError, "invalidate_tags: soft: must be true or false, got #{soft.inspect}" unless soft == true || soft == false
+          raise ArgumentError, "invalidate_tags: stale_for: is a soft invalidation's window; give soft: true" if stale_for && !soft
 
           ids = tag_ids(tags)
-          return true if Strata::TransactionTags.defer(self, tags.map(&:to_s))
+          window = soft ? (Strata::Engine.stale_for(stale_for) || @stale_for) : nil
+          return true if Strata::TransactionTags.defer(self, tags.map(&:to_s), window)
 
           payload = {tags: tags.map(&:to_s), versions: ids.size, store: self.class.name}
+          payload.update(soft: true, stale_for: window) if window
           payload[:caller] = caller_locations(1, 1).first.to_s if Strata.trace_invalidations
           bumped = ActiveSupport::Notifications.instrument(INVALIDATE_EVENT, payload) do
-            done = @engine.invalidate(ids)
+            done = @engine.invalidate(ids, stale_for: window)
             local_cache&.clear # it serves entries without their stamps checked
             done
           end
           # Once bumped (a deferred bump reports when its transaction commits); the event's
           # source_location is the caller's line (caller_depth 2).
-          ActiveSupport.event_reporter&.notify(INVALIDATE_REPORTED, {tags: payload[:tags], versions: ids.size}, caller_depth: 2) if REPORTS_EVENTS
+          if REPORTS_EVENTS
+            reported = {tags: payload[:tags], versions: ids.size}
+            reported.update(soft: true, stale_for: window) if window
+            ActiveSupport.event_reporter&.notify(INVALIDATE_REPORTED, reported, caller_depth: 2)
+          end
           bumped
         end
 

@@ -16,6 +16,9 @@ module ActiveSupport
       # unchanged, which instruments, expires and reports as it always does.
       module UnobservedReads
         READ_EVENT = "cache_read.active_support"
+        # host_hit's answer for a soft-stale copy (Strata::Entry.soft_stale?): the base path
+        # answers it, or the fetch's claim recomputes it.
+        SOFT_STALE = Object.new.freeze
 
         # A read that finds a value is a read_hit (Strata::Counters), timed, except the hits
         # answered here from the host table (counted only, as in #fetch).
@@ -25,6 +28,7 @@ module ActiveSupport
           options = options ? merged_options(options) : @options
           key = normalize_key(name, options)
           value = host_hit(key, options, normalize_version(name, options), false)
+          return counted_read(Strata::Clock.monotonic_us) { super } if SOFT_STALE.equal?(value)
           if Codec::MISS.equal?(value)
             # L1 alone, and L1 holds nothing under key (read once more, as the base read would,
             # which counts the miss and drops a stale copy): nil without the base read's options
@@ -48,7 +52,8 @@ module ActiveSupport
           value
         end
 
-        # The live value under key in the host table, when that is the top tier; else Codec::MISS.
+        # The live value under key in the host table, when that is the top tier; SOFT_STALE for a
+        # soft-stale copy there; else Codec::MISS.
         # Lower tiers are left to one read further on. Not with an active local cache: it answers
         # first.
         # none_pending: as Codec#live_value's.
@@ -65,7 +70,10 @@ module ActiveSupport
           else
             bytes = @engine.noted(key, @stack.get_host(key))
           end
-          bytes ? @codec.live_value(bytes, options[:raw], version, none_pending) : Codec::MISS
+          return Codec::MISS unless bytes
+          return SOFT_STALE if Strata::Entry.soft_stale?(bytes)
+
+          @codec.live_value(bytes, options[:raw], version, none_pending)
         rescue Strata::Error
           Codec::MISS # the base path reads again and reports the failure once
         end
