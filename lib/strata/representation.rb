@@ -121,11 +121,12 @@ module Strata
       key = (fields && @cache_redacted) ? redacted_key(own, fields) : full_key
       tags = cache_tags(record)
       built = false
-      unless reloads? && (json = @cache.read(key))
-        json = fetch_fresh(key, tags, reloads? ? @cache.tag_versions(tags) : nil, record) do |fresh|
-          built = true
-          fill(fresh, full_key, key, fields, tags)
-        end
+      # The fetch reads the tags' versions before its block, which loads the record again
+      # (#fetch_fresh): a hit reads no version, and a soft-stale entry is answered while the
+      # caller that takes its claim renders it again.
+      json = fetch_fresh(key, tags, nil, record, reloads?) do |fresh|
+        built = true
+        fill(fresh, full_key, key, fields, tags)
       end
       json = redact(json, fields) if fields && key.equal?(full_key)
       if payload
@@ -150,7 +151,7 @@ module Strata
         tags = missing.to_h { |index| [index, cache_tags(records[index])] }
         as_of = @cache.tag_versions(tags.values.flatten.uniq) if reloads?
         fresh = nil # loaded again once, for every miss, at the first that runs its block
-        reload = -> { fresh ||= reloaded(missing.map { |index| records[index] }) }
+        reload = -> { fresh ||= reloaded(missing.map { |index| records[index] }) } if reloads?
       end
       parts = records.each_with_index.map do |record, index|
         key = keys[index]
@@ -182,16 +183,17 @@ module Strata
       @cache.respond_to?(:tag_versions)
     end
 
-    # The JSON under key: read through the cache (tags, stamped as_of when given), its block
-    # given the record loaded again (reload: a lambda giving {record => loaded again}, for a
-    # collection's misses; by default the record alone). The record given was loaded before
-    # as_of was read: a change committed in between is in what is loaded again, and one
-    # committed after as_of makes the entry miss. Without as_of, record itself.
+    # The JSON under key: read through the cache (tags, stamped as_of when given, else with the
+    # versions the fetch reads before its block), its block given the record loaded again
+    # (reload: a lambda giving {record => loaded again}, for a collection's misses; true: the
+    # record alone). The record given was loaded before the versions were read: a change
+    # committed in between is in what is loaded again, and one committed after them makes the
+    # entry miss. Without reload, record itself.
     def fetch_fresh(key, tags, as_of, record, reload = nil)
-      return @cache.fetch(key, tags: tags) { yield record } unless as_of
+      return @cache.fetch(key, tags: tags) { yield record } unless reload
 
-      @cache.fetch(key, tags: tags, as_of: as_of) do
-        loaded = (reload ? reload.call : reloaded([record]))[record]
+      @cache.fetch(key, tags: tags, **(as_of ? {as_of: as_of} : NONE)) do
+        loaded = (reload.equal?(true) ? reloaded([record]) : reload.call)[record]
         raise Gone unless loaded
 
         yield loaded
