@@ -34,9 +34,11 @@ module Strata
     attr_accessor :unread
     # Its read-throughs: a fetch's one, fetch_multi's Hash by key (which its read adds to), or nil.
     attr_reader :claims
-    # A fragment's: true once its read found it soft-stale and it took the claim to render it
-    # again (StrataStore#soft_stale_read), which the fragment gives back when it ends.
+    # A fragment's: true once its read found it soft-stale or expired and it took the claim to
+    # render it again, which the fragment gives back when it ends.
     attr_accessor :revalidating
+    # A fragment's expired entry that its fail_safe: may answer should its render raise, or nil.
+    attr_accessor :last_good
 
     # keys: as #keys. claims: a ReadThrough (a fetch's), a Hash of key => ReadThrough
     # (fetch_multi's, filled as it reads its misses through), or nil (a fragment).
@@ -49,6 +51,7 @@ module Strata
       @spoiled = false
       @unread = false
       @revalidating = false
+      @last_good = nil
     end
 
     # This computation's read-through of key, or nil.

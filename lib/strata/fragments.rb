@@ -21,7 +21,14 @@ module Strata
       store = controller.cache_store if controller.respond_to?(:cache_store)
       return super unless store.respond_to?(:fragment)
 
-      store.fragment(controller.combined_fragment_cache_key(name), name, options) { |merged| super(name, merged, &block) }
+      pos = output_buffer.length
+      store.fragment(controller.combined_fragment_cache_key(name), name, options) do |merged|
+        super(name, merged, &block)
+      rescue
+        # A render that raised leaves nothing half-written: fail_safe: may answer the last good one.
+        output_buffer.slice!(pos..-1) if output_buffer.length > pos
+        raise
+      end
     end
   end
 end

@@ -102,6 +102,42 @@ class StrataStoreFragmentsTest < Strata::StoreCase
     assert_equal "new", render(template, body: -> { flunk "cached now" })
   end
 
+  # stale_while_revalidate: in the helper's options: within the window after the fragment
+  # expired, the render that takes its claim renders it again while one meanwhile answers the
+  # expired fragment.
+  def test_stale_while_revalidate_renders_the_fragment_once_while_others_answer_it
+    template = "<% cache 'sidebar', expires_in: 60, stale_while_revalidate: 60 do %><%= body.call %><% end %>"
+    assert_equal "old", render(template, body: -> { "old" })
+
+    travel 90.seconds do
+      meanwhile = nil
+      rendered = render(template, body: lambda {
+        meanwhile = Thread.new { render(template, body: -> { flunk "rendered twice" }) }.value
+        "new"
+      })
+      assert_equal ["new", "old"], [rendered, meanwhile]
+      assert_equal "new", render(template, body: -> { flunk "cached now" })
+    end
+  end
+
+  # fail_safe: in the helper's options: a render that raises once the fragment expired answers
+  # the last good fragment, nothing of the failed render, one report; within the throttle
+  # (fail_safe_throttle, 5 s) the next render answers it without running. Without a last good
+  # one the error is raised.
+  def test_fail_safe_answers_the_last_good_fragment_when_the_render_raises
+    template = "[<% cache 'sidebar', expires_in: 60, fail_safe: 3600 do %>partial <%= body.call %><% end %>]"
+    assert_equal "[partial good]", render(template, body: -> { "good" })
+
+    travel 90.seconds do
+      reports = capture_reports do
+        assert_equal "[partial good]", render(template, body: -> { raise IOError, "the database is down" })
+        assert_equal "[partial good]", render(template, body: -> { flunk "throttled" })
+      end
+      assert_equal [IOError], reports.map { |report| report[:error].class }
+    end
+    assert_raises(ActionView::Template::Error) { render("<% cache 'other', fail_safe: 3600 do %><%= raise IOError %><% end %>") }
+  end
+
   # An outer fragment depends on the inner fragments rendered in it: invalidating what an inner
   # one shows misses the outer one too, whether the inner one was rendered or read.
   def test_an_inner_fragments_tags_reach_the_fragment_around_it

@@ -161,13 +161,17 @@ module ActiveSupport
       # The hit path: explicit keywords and no detour through deserialize_entry, to allocate as
       # little as possible per read.
       # An expired entry that fail_safe: keeps is a miss for a read, which would delete it, but
-      # not for a fetch (fetching), which may fall back on it (FailSafe).
-      def read_entry(key, event: nil, raw: false, fail_safe: nil, fetching: false, **)
+      # not for a fetch (fetching), which may fall back on it (FailSafe). A rendering fragment's
+      # read of its own expired entry goes to StaleWhileRevalidate#expired_fragment.
+      def read_entry(key, event: nil, raw: false, fail_safe: nil, fetching: false, stale_while_revalidate: nil, **)
         bytes = read_bytes(key, event)
         return nil unless bytes
 
         entry = failsafe(nil) { @codec.load(bytes, raw) }
         if entry&.expired?
+          if !fetching && (fragment = rendering_fragment(key))
+            return expired_fragment(fragment, key, entry, event, fail_safe, stale_while_revalidate)
+          end
           return nil if fail_safe && !fetching && last_good?(entry, fail_safe)
         elsif entry && Strata::Entry.put_back?(bytes)
           served_put_back(key, event)
@@ -186,9 +190,8 @@ module ActiveSupport
         through = @engine.claim(key) if fetching
         return through.soft_stale = true if through
 
-        computation = @engine.current
-        if computation && computation.claims.nil? && computation.keys == key && !computation.revalidating &&
-            @stack.claim(claim_key(key), claim_ttl)
+        computation = rendering_fragment(key)
+        if computation && !computation.revalidating && @stack.claim(claim_key(key), claim_ttl)
           computation.revalidating = true
           return :revalidate
         end

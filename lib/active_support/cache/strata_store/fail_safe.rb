@@ -102,6 +102,13 @@ module ActiveSupport
           last_good.value
         end
 
+        # #fell_back for a fragment (Tags#fragment): the last good fragment, as Action View's
+        # read of it gives it (html_safe).
+        def fallen_back(key, last_good, error, options, computation)
+          value = fell_back(key, last_good, error, options, computation)
+          value.respond_to?(:html_safe) ? value.html_safe : value
+        end
+
         # The block of a fetch of key with a last good value ran through: its failures are
         # reported again next time.
         def recovered(key)

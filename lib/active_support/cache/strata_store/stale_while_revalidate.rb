@@ -56,6 +56,38 @@ module ActiveSupport
           options[:fail_safe] ? entry : nil
         end
 
+        # A rendering fragment's read (computation, Tags#fragment) of its own entry, expired:
+        # within stale_while_revalidate: (window), nil (a miss: render it again) for the render
+        # that takes the claim, else the entry as live (answered stale); with fail_safe:, kept on
+        # the computation for the render to fall back on (Tags#fragment), and answered while the
+        # key's fail_safe_throttle runs; else what a read makes of an expired entry.
+        def expired_fragment(computation, key, entry, event, fail_safe, window)
+          kept = fail_safe && last_good?(entry, fail_safe)
+          computation.last_good = entry if kept
+          if window && Time.now.to_f - entry.expires_at <= checked_window(window, :stale_while_revalidate)
+            return nil if computation.revalidating
+            if @stack.claim(claim_key(key), claim_ttl)
+              computation.revalidating = true
+              return nil
+            end
+            return answered_stale(entry, event)
+          end
+          return answered_stale(entry, event, computation) if kept && @engine.stack.marked?(throttle_key(key))
+
+          kept ? nil : entry
+        end
+
+        # A copy of the expired entry that a read takes as live, a stale hit (stale: true in
+        # event). computation, given for a fallback, is not cached (FailSafe#fell_back).
+        def answered_stale(entry, event, computation = nil)
+          computation&.spoil!
+          @counters.add(Strata::Counters::STALE_HITS)
+          event[:stale] = true if event
+          live = entry.dup
+          live.expires_at = nil
+          live
+        end
+
         # read_multi's and fetch_multi's value of the soft-stale entry bytes under key (Codec
         # #live_value's arguments): in fetch_multi, Codec::MISS when this caller takes the key's
         # claim (it computes; its write replaces the stale entry), the read-through joining

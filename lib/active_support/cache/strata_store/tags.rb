@@ -46,16 +46,30 @@ module ActiveSupport
           options = options ? options.dup : {}
           tags = fragment_tags(name, options[:tags])
           options[:tags] = tags unless tags.empty?
+          check_fail_safe_options(options) if options.key?(:fail_safe) || options.key?(:fail_safe_throttle) || options.key?(:stale_while_revalidate)
           merged = merged_options(options)
           key = normalize_key(key, merged)
           capturing(key, tags.empty? ? nil : tags, merged[:as_of]) do |capture|
             capture.loaded = [name, options[:tags]] unless tags.empty? # checked if it is written (#stamps_for)
             begin
-              yield options
+              rendered = yield options
+              recovered(key) if capture.last_good
+              rendered
+            rescue => error
+              raise unless capture.last_good
+
+              fallen_back(key, capture.last_good, error, merged, capture)
             ensure
               revalidated(key) if capture.revalidating
             end
           end
+        end
+
+        # The computation of the fragment under key when it is rendering (#fragment: its claims
+        # are nil and its key is key), else nil.
+        def rendering_fragment(key)
+          computation = @engine.current
+          computation if computation && computation.claims.nil? && computation.keys == key
         end
 
         # Gives each tag a new version: every entry stamped with an older one (written with tags:,
