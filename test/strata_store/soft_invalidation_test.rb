@@ -10,7 +10,7 @@ require "securerandom"
 # thread of the host; another host too when memcached holds the claim); the recomputed value
 # replaces the stale one unless something changed the key meanwhile; past the window, or after
 # a hard invalidation of the tag, it misses. The other callers run inside the block, step by
-# step; the window's end is reached with Rails' time helpers.
+# step.
 class StrataStoreSoftInvalidationTest < Strata::StoreCase
   include Strata::LayoutStores
 
