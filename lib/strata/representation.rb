@@ -145,7 +145,12 @@ module Strata
       if @cache_redacted
         keys = owns.each_with_index.map { |own, index| hidden[index] ? redacted_key(own, hidden[index]) : full_keys[index] }
       end
-      found = keys.empty? ? NONE : @cache.read_multi(*keys)
+      # A soft-stale entry comes back as a miss (revalidate:), which its fetch answers or renders
+      # again.
+      found = if keys.empty? then NONE
+      elsif reloads? then @cache.read_multi(*keys, revalidate: true)
+      else @cache.read_multi(*keys)
+      end
       missing = records.each_index.reject { |index| found[keys[index]] }
       unless missing.empty?
         tags = missing.to_h { |index| [index, cache_tags(records[index])] }

@@ -76,7 +76,7 @@ module ActiveSupport
 
             named = version || (expanded_version(name) unless name.instance_of?(String))
             value = if Strata::Entry.soft_stale?(bytes)
-              failsafe(Codec::MISS) { soft_stale_value(key, bytes, raw, named, none_pending) }
+              failsafe(Codec::MISS) { soft_stale_value(key, bytes, raw, named, none_pending, options[:revalidate]) }
             else
               failsafe(Codec::MISS) { @codec.live_value(bytes, raw, named, none_pending) }
             end

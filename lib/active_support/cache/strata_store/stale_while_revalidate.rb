@@ -92,7 +92,12 @@ module ActiveSupport
         # #live_value's arguments): in fetch_multi, Codec::MISS when this caller takes the key's
         # claim (it computes; its write replaces the stale entry), the read-through joining
         # fetch_multi's claims (Strata::Computation#claims); else the stale value, a stale hit.
-        def soft_stale_value(key, bytes, raw, version, none_pending)
+        #
+        # With revalidate: true (read_multi's option), Codec::MISS: the caller fetches the key,
+        # which answers it or recomputes it (Strata::Representation's collections).
+        def soft_stale_value(key, bytes, raw, version, none_pending, revalidate = false)
+          return Codec::MISS if revalidate
+
           value = @codec.live_value(Strata::Entry.unmarked(bytes), raw, version, none_pending)
           return value if Codec::MISS.equal?(value)
 
