@@ -50,8 +50,9 @@ module Strata
     POLLED_TTL = 30
     PACK = "Q<"
     # Set in every version a soft invalidation made (#bump with stale_for:), clear in all others:
-    # only a stamp that differs from such a version has its tag's soft record looked up, so a
-    # hard invalidation costs nothing more.
+    # only a stamp that differs from such a version has its tag's soft record looked up, so an
+    # entry a hard invalidation outdated costs one more read of the versions (the top tier's
+    # copies, which the check before just read) before it is dropped.
     SOFT = 1 << 61
     # A soft invalidation's record, per tag, under SOFT_KEY_FORMAT in every tier, for stale_for
     # seconds: [its version, the unix ms it lapses at, the versions it left stale...] as
