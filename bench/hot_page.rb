@@ -1,5 +1,6 @@
 # frozen_string_literal: true
 
+require_relative "children"
 require_relative "format"
 require_relative "text_table"
 
@@ -104,7 +105,7 @@ module Strata
         File.write(generation, "1")
         invalidated = clock
         soft ? own.invalidate_tags(@tag, soft: true) : own.invalidate_tags(@tag)
-        workers.each { |_, _, pid| reap(pid, stop_at + DEADLINE) }
+        workers.each { |_, _, pid| Children.reap(pid, stop_at + DEADLINE) }
         figures(workers.map { |host, out, _| [host, Marshal.load(File.binread(out))] }, invalidated) # rubocop:disable Security/MarshalLoad -- the run's own file
       rescue => e
         {"error" => Format.error(e)}
@@ -197,17 +198,6 @@ module Strata
 
       def clock
         Process.clock_gettime(Process::CLOCK_MONOTONIC)
-      end
-
-      # Waits until deadline (monotonic) for pid to exit, then kills it.
-      def reap(pid, deadline)
-        until Process.waitpid(pid, Process::WNOHANG) # bound: until deadline
-          next sleep(0.01) if clock < deadline
-
-          Process.kill(:KILL, pid)
-          Process.waitpid(pid)
-          break
-        end
       end
     end
   end

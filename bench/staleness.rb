@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "securerandom"
+require_relative "children"
 require_relative "format"
 require_relative "stores"
 require_relative "text_table"
@@ -109,21 +110,9 @@ module Strata
         {"layout" => label, "error" => Format.error(e)}
       ensure
         to_b&.close # host B's input ends: it exits
-        reap(pid) if pid
+        Children.reap(pid, Process.clock_gettime(Process::CLOCK_MONOTONIC) + DEADLINE) if pid
         a&.close
         drop_table(sql)
-      end
-
-      # Waits up to DEADLINE for pid to exit, then kills it.
-      def reap(pid)
-        deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + DEADLINE
-        until Process.waitpid(pid, Process::WNOHANG) # bound: DEADLINE
-          next sleep(0.01) if Process.clock_gettime(Process::CLOCK_MONOTONIC) < deadline
-
-          Process.kill(:KILL, pid)
-          Process.waitpid(pid)
-          break
-        end
       end
 
       # Host B: its own store; per round, an armed entry, then spinning reads until it misses.

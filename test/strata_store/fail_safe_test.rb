@@ -2,7 +2,6 @@
 
 require_relative "store_case"
 require_relative "layout_stores"
-require "securerandom"
 
 # fail_safe: in every layout: a fetch whose block raises answers the last good value (its entry
 # expired at most fail_safe ago), reports the error once per key and error class, and runs the
@@ -14,10 +13,6 @@ class StrataStoreFailSafeTest < Strata::StoreCase
 
   class DatabaseDown < StandardError; end
   class Timeout < StandardError; end
-
-  def setup
-    @namespace = "fail-safe-#{SecureRandom.hex(6)}"
-  end
 
   LAYOUTS.each do |name, tiers|
     define_method(:"test_#{name}_a_block_that_raises_answers_the_last_good_value") do

@@ -1,10 +1,12 @@
 # frozen_string_literal: true
 
+require "securerandom"
+
 module Strata
   # A store on a layout's tiers, for the tests of what a fetch answers around an entry's expiry
-  # (race_condition_ttl, stale_while_revalidate:, fail_safe:), which walk their LAYOUTS: the
-  # test's table, memcached, and one SQLite file per test. Include in a StoreCase after setting
-  # @namespace.
+  # (race_condition_ttl, stale_while_revalidate:, fail_safe:, soft invalidation), which walk
+  # their LAYOUTS: the test's table, memcached, and one SQLite file per test, under a namespace
+  # of the test's own (memcached outlives it). Include in a StoreCase.
   module LayoutStores
     # The four layouts of issue 38: L1 alone, L1 + SQLite, memcached alone, all three.
     LAYOUTS = {
@@ -15,7 +17,7 @@ module Strata
     }.freeze
 
     def layout_store(tiers, l1_path: table_path, logger: nil, **options)
-      options[:namespace] = @namespace
+      options[:namespace] = @namespace ||= "layout-#{SecureRandom.hex(6)}"
       options[:l1] = {path: l1_path, size: StoreCase::TABLE_SIZE} if tiers.include?(:l1)
       options[:memcached] = {servers: TestSupport.memcached_servers, timeout: 2} if tiers.include?(:memcached)
       options[:sql] = {path: File.join(@tmpdir, "l3.sqlite3")} if tiers.include?(:sql)

@@ -3,7 +3,6 @@
 require_relative "store_case"
 require_relative "layout_stores"
 require "logger"
-require "securerandom"
 
 # race_condition_ttl in every layout: once an entry has expired, the first fetch within the
 # window puts the stale entry back and recomputes; whoever reads the key meanwhile (the block
@@ -19,10 +18,6 @@ class StrataStoreRaceConditionTtlTest < Strata::StoreCase
     l1_memcached: %i[l1 memcached],
     l1_memcached_sql: %i[l1 memcached sql]
   }.freeze
-
-  def setup
-    @namespace = "race-#{SecureRandom.hex(6)}"
-  end
 
   LAYOUTS.each do |name, tiers|
     define_method(:"test_#{name}_the_block_reads_the_stale_value_under_a_stubbed_clock") do

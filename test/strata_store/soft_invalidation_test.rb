@@ -2,7 +2,6 @@
 
 require_relative "store_case"
 require_relative "layout_stores"
-require "securerandom"
 
 # invalidate_tags(soft: true) in every layout: an entry built from the tags is stale for
 # stale_for, not missing. A read answers it (stale: true in its event); of the fetches, the one
@@ -13,10 +12,6 @@ require "securerandom"
 # step.
 class StrataStoreSoftInvalidationTest < Strata::StoreCase
   include Strata::LayoutStores
-
-  def setup
-    @namespace = "soft-#{SecureRandom.hex(6)}"
-  end
 
   LAYOUTS.each do |name, tiers|
     define_method(:"test_#{name}_one_caller_recomputes_while_the_others_answer_the_stale_value") do

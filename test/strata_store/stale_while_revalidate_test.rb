@@ -2,7 +2,6 @@
 
 require_relative "store_case"
 require_relative "layout_stores"
-require "securerandom"
 
 # stale_while_revalidate: in every layout: within the window after an entry expired, the fetch
 # that takes the key's claim recomputes it while every other fetch answers the stale value at
@@ -11,10 +10,6 @@ require "securerandom"
 # moved with Rails' time helpers; the other callers run inside the block, step by step.
 class StrataStoreStaleWhileRevalidateTest < Strata::StoreCase
   include Strata::LayoutStores
-
-  def setup
-    @namespace = "swr-#{SecureRandom.hex(6)}"
-  end
 
   LAYOUTS.each do |name, tiers|
     define_method(:"test_#{name}_one_caller_recomputes_while_the_others_answer_the_stale_value") do

@@ -93,7 +93,7 @@ module Strata
       # back into its L1, where no later row would drop it.
       def test_a_change_that_reaches_memcached_after_its_row_is_not_undone_on_another_host
         server = Strata::TestSupport.memcached_servers.first
-        proxy = TcpProxy.new(*server.split(":").then { |host, port| [host, Integer(port)] })
+        proxy = proxy_to(server)
         b = polling_host("b", memcached: {servers: [server]})
         {"written" => [:write, "new"], "deleted" => [:delete, nil]}.each do |name, (change, after)|
           l1_key = tier_key(b, name)
@@ -197,9 +197,8 @@ module Strata
       # otherwise take back into L1 for good.
       def test_what_the_holder_could_not_settle_is_settled_by_the_next_holder
         server = Strata::TestSupport.memcached_servers.first
-        target = server.split(":").then { |host, port| [host, Integer(port)] }
-        path_a = TcpProxy.new(*target)
-        path_b = TcpProxy.new(*target)
+        path_a = proxy_to(server)
+        path_b = proxy_to(server)
         options = {timeout: 0.2, retry_after: 0.2}
         # Polling, NOTIFY or not: the successor's first rounds come after the holder's close.
         holder = polling_host("b", poll_interval: 0.05, memcached: options.merge(servers: [path_b.address]))
@@ -241,9 +240,8 @@ module Strata
       # POLLED_TTL).
       def test_a_bump_memcached_missed_is_dropped_when_the_pollers_path_is_back
         server = Strata::TestSupport.memcached_servers.first
-        target = server.split(":").then { |host, port| [host, Integer(port)] }
-        path_a = TcpProxy.new(*target)
-        path_b = TcpProxy.new(*target)
+        path_a = proxy_to(server)
+        path_b = proxy_to(server)
         options = {timeout: 0.2, retry_after: 0.2}
         b = polling_host("b", memcached: options.merge(servers: [path_b.address]))
         poller = b.engine.poller
@@ -270,6 +268,11 @@ module Strata
       end
 
       private
+
+      # A TcpProxy to server ("host:port").
+      def proxy_to(server)
+        TcpProxy.new(*server.split(":").then { |host, port| [host, Integer(port)] })
+      end
 
       # Deletes every row of the versions table, as an operator might.
       def delete_version_rows

@@ -191,10 +191,8 @@ module ActiveSupport
         return through.soft_stale = true if through
 
         computation = rendering_fragment(key)
-        if computation && !computation.revalidating && @stack.claim(claim_key(key), claim_ttl)
-          computation.revalidating = true
-          return :revalidate
-        end
+        return :revalidate if computation && renders_again?(computation, key)
+
         @counters.add(Strata::Counters::STALE_HITS)
         event[:stale] = true if event
       end

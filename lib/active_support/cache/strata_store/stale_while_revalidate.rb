@@ -65,16 +65,19 @@ module ActiveSupport
           kept = fail_safe && last_good?(entry, fail_safe)
           computation.last_good = entry if kept
           if window && Time.now.to_f - entry.expires_at <= checked_window(window, :stale_while_revalidate)
-            return nil if computation.revalidating
-            if @stack.claim(claim_key(key), claim_ttl)
-              computation.revalidating = true
-              return nil
-            end
-            return answered_stale(entry, event)
+            return renders_again?(computation, key) ? nil : answered_stale(entry, event)
           end
           return answered_stale(entry, event, computation) if kept && @engine.stack.marked?(throttle_key(key))
 
           kept ? nil : entry
+        end
+
+        # Whether the rendering fragment (computation) under key holds its claim to render it
+        # again, taken now or before (Computation#revalidating; given back when it ends).
+        def renders_again?(computation, key)
+          return true if computation.revalidating
+
+          computation.revalidating = @stack.claim(claim_key(key), claim_ttl)
         end
 
         # A copy of the expired entry that a read takes as live, a stale hit (stale: true in
