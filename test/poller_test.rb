@@ -116,11 +116,13 @@ class PollerTest < Strata::StoreCase
     cache.write("k", "v") # the holder applies its row, and the successor must not clear L1
     assert wait_until(BOUND) { poller_of(cache).last_seen.to_i > 0 }, "the holder read the write's row"
     refute poller_of(cache).holding?
+    assert_equal pid, Strata::Poller.holder_pid(cache.stack[:l1]), "another process tells which one polls"
 
     cache.stack[:l1].set(tier_key(cache, "k"), "cached")
 
     kill_and_reap(pid, DEADLINE)
     assert wait_until(BOUND) { poller_of(cache).holding? }, "the lease lapses and this process takes it"
+    assert_equal Process.pid, Strata::Poller.holder_pid(cache.stack[:l1])
     taken = Strata::Entry.now
     assert wait_until(BOUND) { cache.stack[:l1].get(Strata::Poller::STATE_KEY).unpack("q<*")[1] > taken }, "a round since"
     assert_equal "cached", cache.stack[:l1].get(tier_key(cache, "k")), "no resync: L1 kept its entries"

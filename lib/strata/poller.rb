@@ -180,7 +180,7 @@ module Strata
       @stopping = false
       @thread = nil
       @listener = nil
-      @token = SecureRandom.bytes(16)
+      @token = Poller.token
       @head_checked = nil
       @kept_state = nil # the last state this process wrote (#read_state)
       @booted_at = Clock.monotonic
@@ -192,7 +192,7 @@ module Strata
 
     def start
       @stopping = false
-      @token = SecureRandom.bytes(16)
+      @token = Poller.token
       @thread = Thread.new { run }
       @thread.name = "strata-poller"
       @thread.report_on_exception = false
@@ -216,6 +216,19 @@ module Strata
       give_up
       close_listener
       nil
+    end
+
+    # A process's election token: its pid (4 bytes, big-endian), then 12 random bytes, so that
+    # another process of the host can tell which one polls (Poller.holder_pid).
+    def self.token
+      [Process.pid].pack("N") + SecureRandom.bytes(12)
+    end
+
+    # The pid of the process whose thread holds host's election (a Tiers::SharedMemory, also one
+    # opened by another program on the same file), or nil when none holds it.
+    def self.holder_pid(host)
+      token = host.get(ELECTION_KEY)
+      token.unpack1("N") if token&.bytesize == 16
     end
 
     # Whether this process's thread holds the election right now.
