@@ -75,8 +75,18 @@ module Strata
           ip("link", "set", veth(@hosts.keys.index(name)), cut ? "down" : "up")
         end
 
-        # Removes every namespace and link named after prefix. Safe to call again.
+        # Removes every namespace and link named after prefix, after killing (SIGKILL) every
+        # process still in such a namespace. Safe to call again.
         def down
+          Network.leftovers(@prefix).each do |kind, item|
+            next unless kind == :netns
+
+            `ip netns pids #{item} 2>/dev/null`.split.each do |pid|
+              Process.kill(:KILL, Integer(pid))
+            rescue Errno::ESRCH
+              nil
+            end
+          end
           Network.leftovers(@prefix).each do |kind, item|
             (kind == :netns) ? system("ip", "netns", "del", item, err: File::NULL) : system("ip", "link", "del", item, err: File::NULL)
           end

@@ -19,6 +19,9 @@ module StrataDemo
   # STRATA_DEMO_L1     the L1 table's file (default tmp/strata-demo.l1)
   # STRATA_MEMCACHED   host:port,... to add memcached as L2 (config.cache_store below)
   # STRATA_DEMO_LOG_LEVEL  debug, info (default), warn ...
+  # STRATA_DEMO_CACHE  strata (default), or for bin/cluster's comparison mem_cache_store (Rails'
+  #                    own store, Dalli, on STRATA_MEMCACHED) or null_store: Rails.cache for the
+  #                    view fragments (the models then invalidate nothing: Strata::Model warns)
   class Application < Rails::Application
     config.load_defaults 8.1
     config.api_only = true
@@ -40,11 +43,20 @@ module StrataDemo
     # can't be loaded while Rails reads this, and the store looks it up once the app has booted.
     # The database tasks go without it (Rakefile).
     servers = ENV["STRATA_MEMCACHED"].to_s.split(",")
-    config.cache_store = :strata_store, {
-      namespace: "demo",
-      l1: {path: ENV.fetch("STRATA_DEMO_L1") { File.expand_path("../tmp/strata-demo.l1", __dir__) }, size: 32 << 20},
-      sql: {connection_class: "ApplicationRecord"},
-      **(servers.empty? ? {} : {memcached: {servers: servers}})
-    }
+    config.cache_store = case ENV.fetch("STRATA_DEMO_CACHE", "strata")
+    when "strata"
+      [:strata_store, {
+        namespace: "demo",
+        l1: {path: ENV.fetch("STRATA_DEMO_L1") { File.expand_path("../tmp/strata-demo.l1", __dir__) }, size: 32 << 20},
+        sql: {connection_class: "ApplicationRecord"},
+        **(servers.empty? ? {} : {memcached: {servers: servers}})
+      }]
+    when "mem_cache_store"
+      raise ArgumentError, "STRATA_DEMO_CACHE=mem_cache_store needs STRATA_MEMCACHED" if servers.empty?
+
+      [:mem_cache_store, *servers, {namespace: "demo"}]
+    when "null_store" then :null_store
+    else raise ArgumentError, "STRATA_DEMO_CACHE must be strata, mem_cache_store or null_store, got #{ENV["STRATA_DEMO_CACHE"].inspect}"
+    end
   end
 end
