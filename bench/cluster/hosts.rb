@@ -8,7 +8,7 @@ module Strata
   module Bench
     module Cluster
       # The cluster's test hosts and their servers (bin/cluster): the network (Network), memcached
-      # on mc1-mc3 and PostgreSQL on pg (script/postgres). The app hosts app1-app3 are left empty
+      # on mc1-mc3 and PostgreSQL on pg (script/postgres, with pg_stat_statements). The app hosts app1-app3 are left empty
       # here: Run starts the demo app on them. Everything a run starts is found again by #down
       # from STATE_DIR (memcached's pid files, PostgreSQL's directory) and the network's prefix,
       # also after a run that was killed.
@@ -40,7 +40,7 @@ module Strata
           FileUtils.mkdir_p(postgres_dir)
           FileUtils.mkdir_p(L1_DIR, mode: 0o700)
           MEMCACHED.each { |host| start_memcached(host) }
-          out, status = @network.run("pg", "env", "STRATA_POSTGRES_LISTEN=#{address("pg")}/24", POSTGRES, "start",
+          out, status = @network.run("pg", "env", "STRATA_POSTGRES_LISTEN=#{address("pg")}/24", "STRATA_POSTGRES_STATEMENTS=1", POSTGRES, "start",
             postgres_dir, POSTGRES_PORT.to_s)
           raise "PostgreSQL did not start in pg: #{out}" unless status.success?
 

@@ -8,10 +8,10 @@ module Strata
     module Cluster
       # One app host's load (Run forks one per host): connections threads, each a keep-alive
       # connection that asks, without pause, for bugs with Zipf-distributed ids, one time in two
-      # the API's entry (GET /bugs/:id) and else Rails' stock page of the bug
-      # (GET /pages/bugs_stock/:id). It records every request, failed ones included, as one row
-      # of RECORD; a request that fails closes its connection, and the next one opens another.
-      # No retry: a failure is counted where it happened.
+      # the API's entry (GET /bugs/:id) and else the bug's page, one of PAGES. It records every
+      # request, failed ones included, as one row of RECORD; a request that fails closes its
+      # connection, and the next one opens another. No retry: a failure is counted where it
+      # happened.
       class Load
         # The fields of a record, in order: when it started (CLOCK_MONOTONIC seconds, shared by
         # every process of the machine), its latency in seconds, ENTRY or PAGE, the bug's id, the
@@ -31,13 +31,19 @@ module Strata
           body.to_s[CHANGE, 1].to_i
         end
 
-        def self.path(kind, id)
-          (kind == ENTRY) ? "/bugs/#{id}" : "/pages/bugs_stock/#{id}"
+        # The bug's page: Rails' stock key-based fragments, which load the bug and its tags on
+        # every request to make their keys (any store), or fragments named by the bug's id and
+        # tagged with it, which load nothing on a hit (a store that keeps tags).
+        PAGES = {stock: "/pages/bugs_stock/%d", tagged: "/pages/bugs/%d"}.freeze
+
+        def self.path(kind, id, page)
+          (kind == ENTRY) ? "/bugs/#{id}" : format(PAGES.fetch(page), id)
         end
 
-        # headers: what every request sends (the representation's cache, X-Representation-Cache).
-        # Runs until the monotonic time stop, at most max_requests per connection.
-        def initialize(address:, port:, bugs:, skew:, seed:, connections:, headers:, stop:, max_requests:)
+        # headers: what every request sends (the representation's cache, X-Representation-Cache);
+        # page: a PAGES key. Runs until the monotonic time stop, at most max_requests per
+        # connection.
+        def initialize(address:, port:, bugs:, skew:, seed:, connections:, headers:, page:, stop:, max_requests:)
           @address = address
           @port = port
           @bugs = bugs
@@ -45,6 +51,7 @@ module Strata
           @seed = seed
           @connections = connections
           @headers = headers
+          @page = page
           @stop = stop
           @max_requests = max_requests
         end
@@ -70,7 +77,7 @@ module Strata
             id = zipf.sample + 1
             begin
               http ||= open
-              response = http.request(Net::HTTP::Get.new(Load.path(kind, id), @headers))
+              response = http.request(Net::HTTP::Get.new(Load.path(kind, id, @page), @headers))
               worker = response["X-Worker-Pid"].to_i
               records << [started, now - started, kind, id, Load.change_of(response.body), response.code.to_i, worker]
             rescue IOError, SystemCallError, Timeout::Error, Net::HTTPBadResponse

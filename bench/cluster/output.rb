@@ -37,17 +37,17 @@ module Strata
         def plots
           timelines = @reports.to_h { |report| [report.mode, report.timeline] }
           samples = @reports.to_h { |report| [report.mode, report.sample_timeline] }
-          strata = samples["Strata"]
           plots = {
             "requests" => plot("Requests per second, every app host", "requests/s", timelines.transform_values { |points| points.map { |s, rps, _| [s, rps] } }),
             "p99" => plot("p99 latency per second, every app host", "ms", timelines.transform_values { |points| points.map { |s, _, p99| [s, p99] } }),
-            "transactions" => plot("Database transactions per second", "transactions/s", samples.transform_values { |points| points.map { |s, xact| [s, xact] } })
+            "queries" => plot("Database statements per second", "statements/s", samples.transform_values { |points| points.map { |s, queries| [s, queries] } })
           }
-          if strata
-            plots["hit_ratio"] = plot("Strata: hit ratio of L1 and of the memcached nodes", "hit ratio",
-              {"L1" => strata.map { |s, _, l1| [s, l1] }, "memcached nodes" => strata.map { |s, _, _, nodes| [s, nodes] }})
+          hit_ratios = @reports.select(&:tiered?).to_h { |report| ["#{report.mode}: L1", samples[report.mode].map { |s, _, l1| [s, l1] }] }
+          @reports.each do |report|
+            points = samples[report.mode].map { |s, _, _, nodes| [s, nodes] }
+            hit_ratios["#{report.mode}: memcached"] = points if points.any?(&:last) # none: no cache
           end
-          plots
+          plots.merge("hit_ratio" => plot("Hit ratio: Strata's L1, and the memcached nodes' own", "hit ratio", hit_ratios))
         end
 
         def plot(title, unit, series)

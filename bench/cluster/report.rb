@@ -15,10 +15,13 @@ module Strata
         # (1 s) before another process of the host takes it over. 1 s covers both.
         BOUND = 1.0
         TIERS = %i[l1 memcached sql].freeze
+        RECOVERY_WINDOW = 3
+        RECOVERED = 0.9
 
-        attr_reader :mode, :phases, :faults
+        attr_reader :mode, :phases, :faults, :statements
 
-        def initialize(mode:, phases:, start:, records:, writes:, probes:, samples:, faults:, bound:)
+        # statements: the database's most run, [[calls, query], ...].
+        def initialize(mode:, phases:, start:, records:, writes:, probes:, samples:, faults:, bound:, statements: [])
           @mode = mode
           @phases = phases
           @start = start
@@ -28,11 +31,17 @@ module Strata
           @samples = samples
           @faults = faults
           @bound = bound
+          @statements = statements
           @acks = acks
         end
 
         def hosts
           @records.keys
+        end
+
+        # Whether the app hosts' tiers were counted (Strata's L1 files).
+        def tiered?
+          @samples.any? { |sample| !sample[:l1].empty? }
         end
 
         # Per phase and host: {requests:, rps:, p50_ms:, p99_ms:, errors:, killed_worker_errors:,
@@ -87,20 +96,19 @@ module Strata
 
         # Per phase: each tier's hit ratio over the app hosts (Strata's counters; nil for the
         # other stores), memcached's own (its nodes' get_hits / gets) and the database's
-        # transactions per second.
+        # transactions and statements per second.
         def tiers(phase)
           first = sample_at(@start + phase.start)
           last = sample_at(@start + phase.finish)
           return {} unless first && last
 
-          seconds = last[:at] - first[:at]
           ratios = TIERS.to_h do |tier|
             hits, misses = %i[hits misses].map { |figure| hosts.sum { |host| delta(first, last, :l1, host, tier, figure) } }
             [tier, ratio(hits, hits + misses)]
           end
           hits, misses = %w[get_hits get_misses].map { |figure| last[:memcached].keys.sum { |node| delta(first, last, :memcached, node, figure) } }
           ratios.merge(memcached_nodes: ratio(hits, hits + misses),
-            transactions_per_second: seconds.positive? ? (last[:transactions] - first[:transactions]).fdiv(seconds).round : nil)
+            transactions_per_second: per_second(first, last, :transactions), queries_per_second: per_second(first, last, :queries))
         end
 
         # One point per second of the load: [second, requests/s of every host, p99 ms].
@@ -114,7 +122,7 @@ module Strata
           end
         end
 
-        # [second, transactions/s, L1 hit ratio, memcached nodes' hit ratio] between samples.
+        # [second, statements/s, L1 hit ratio, memcached nodes' hit ratio] between samples.
         def sample_timeline
           @samples.each_cons(2).filter_map do |first, last|
             second = (last[:at] - @start).round(1)
@@ -123,8 +131,25 @@ module Strata
             seconds = last[:at] - first[:at]
             l1 = %i[hits misses].map { |figure| hosts.sum { |host| delta(first, last, :l1, host, :l1, figure) } }
             nodes = %w[get_hits get_misses].map { |figure| last[:memcached].keys.sum { |node| delta(first, last, :memcached, node, figure) } }
-            [second, (last[:transactions] - first[:transactions]).fdiv(seconds).round, ratio(l1[0], l1.sum), ratio(nodes[0], nodes.sum)]
+            [second, (last[:queries] - first[:queries]).fdiv(seconds).round, ratio(l1[0], l1.sum), ratio(nodes[0], nodes.sum)]
           end
+        end
+
+        # After a fault's phase: seconds from its mending until the cache's hit ratio (Strata's
+        # L1, else the memcached nodes') and the requests per second, each averaged over
+        # RECOVERY_WINDOW s, are back to RECOVERED of the first phase's; nil when not within the
+        # run. The dip: the lowest of each such average during the fault and after it.
+        def recovery(phase)
+          steady = @phases.first
+          mended = phase.finish
+          hit_ratio = @samples.each_cons(2).filter_map do |first, last|
+            nodes = %w[get_hits get_misses].map { |figure| last[:memcached].keys.sum { |node| delta(first, last, :memcached, node, figure) } }
+            l1 = %i[hits misses].map { |figure| hosts.sum { |host| delta(first, last, :l1, host, :l1, figure) } }
+            counts = l1.sum.positive? ? l1 : nodes
+            [last[:at] - @start, counts[0], counts.sum]
+          end
+          rates = timeline.map { |second, count, _| [second + 1, count, 1] }
+          {hit_ratio: recovered(hit_ratio, steady, phase.start, mended), requests: recovered(rates, steady, phase.start, mended)}
         end
 
         # The invariants bin/test checks: answers stale past the bound and client errors but
@@ -138,9 +163,10 @@ module Strata
           {mode: @mode, bound_s: @bound, faults: @faults.map { |fault| fault.except(:at) },
            phases: @phases.map do |phase|
              {name: phase.name, seconds: [phase.start, phase.finish], total: total(phase), hosts: hosts.to_h { |host| [host, requests(phase, host)] },
-              convergence: convergence(phase), tiers: tiers(phase)}
+              convergence: convergence(phase), tiers: tiers(phase), recovery: (recovery(phase) if phase.fault)}
            end,
-           violations: violations}
+           statements: @statements, violations: violations,
+           per_second: {requests: timeline, samples: sample_timeline}}
         end
 
         private
@@ -197,6 +223,27 @@ module Strata
           earlier = first[kind][host]&.dig(*figures).to_i
           restarted = last[kind][host]&.dig("uptime").to_i < first[kind][host]&.dig("uptime").to_i if kind == :memcached
           (later >= earlier && !restarted) ? later - earlier : later
+        end
+
+        # points: [[second, part, whole], ...] in order. The whole-weighted ratio of part over each
+        # window of RECOVERY_WINDOW s: {steady:, dip:, seconds:} (seconds after mended until a
+        # window that ends then is back to RECOVERED of steady's).
+        def recovered(points, steady, from, mended)
+          ratio = lambda do |window|
+            whole = window.sum { |_, _, w| w }
+            whole.positive? ? window.sum { |_, p, _| p }.fdiv(whole) : nil
+          end
+          base = ratio.call(points.select { |second, _, _| second > steady.start && second <= steady.finish })
+          windows = points.each_cons(RECOVERY_WINDOW).filter_map { |window| [window.last[0], ratio.call(window)] if ratio.call(window) }
+          after = windows.select { |second, _| second >= from }
+          dip = after.map(&:last).min
+          back = windows.find { |second, value| second >= mended + RECOVERY_WINDOW && value >= base * RECOVERED } if base
+          {steady: base&.round(3), dip: dip&.round(3), seconds: back && (back[0] - mended).round(1)}
+        end
+
+        def per_second(first, last, figure)
+          seconds = last[:at] - first[:at]
+          (last[figure] - first[figure]).fdiv(seconds).round if seconds.positive?
         end
 
         def ratio(part, whole)

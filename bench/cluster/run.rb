@@ -44,27 +44,31 @@ module Strata
           Phase.new("mc2 killed", 15, 20, :memcached),
           Phase.new("after mc2", 20, 35, nil)
         ].freeze
-        # A mode: the app's Rails.cache (STRATA_DEMO_CACHE) and the entry's representation cache
+        # A mode: the app's Rails.cache (STRATA_DEMO_CACHE), the entry's representation cache
         # (X-Representation-Cache; none where the store keeps no tags, which would leave entries
-        # stale for good).
-        Mode = Struct.new(:name, :cache, :representation)
+        # stale for good) and the page the load asks for (Load::PAGES): on Strata, its tagged
+        # fragments, and Rails' stock ones too, which every store serves alike.
+        Mode = Struct.new(:name, :cache, :representation, :page)
         MODES = {
-          "strata" => Mode.new("Strata", "strata", "strata"),
-          "mem_cache_store" => Mode.new("MemCacheStore", "mem_cache_store", "none"),
-          "null_store" => Mode.new("no cache", "null_store", "none")
+          "strata" => Mode.new("Strata", "strata", "strata", :tagged),
+          "strata_stock" => Mode.new("Strata, stock page", "strata", "strata", :stock),
+          "mem_cache_store" => Mode.new("MemCacheStore", "mem_cache_store", "none", :stock),
+          "null_store" => Mode.new("no cache", "null_store", "none", :stock)
         }.freeze
         BUGS = 300
         SKEW = 0.9
         CONNECTIONS = 3 # per app host
         WRITES_PER_SECOND = 3
         RAW_SQL_EVERY = 4 # one write in 4 is raw SQL, on the database host
-        # Seconds of load before the phases, after the warm-up pass (Run#warm_up); not counted.
-        WARMUP = 3
+        # Seconds of load before the phases, after the warm-up pass (Run#warm_up), not counted:
+        # the hit ratio falls from the pass's for about this long, as writes invalidate.
+        WARMUP = 15
         # A change's answers are looked for this long on every host by the probers.
         PROBE_LIMIT = 5.0
         PROBE_PAUSE = 0.005
         SAMPLE_EVERY = 1.0
         MAX_REQUESTS = 1_000_000 # per connection and mode: a bound, far past any run's
+        TOP_STATEMENTS = 8
 
         attr_reader :reports
 
@@ -110,6 +114,24 @@ module Strata
               "sh", "-c", "cd demo && bundle check >/dev/null 2>&1 || bundle install --quiet; bin/rails db:prepare")
           end
           raise "db:prepare failed:\n#{out}" unless status.success?
+
+          with_database { |sql| sql.exec("CREATE EXTENSION IF NOT EXISTS pg_stat_statements") }
+        end
+
+        def with_database
+          sql = PG.connect(database_url)
+          yield sql
+        ensure
+          sql&.close
+        end
+
+        # The statements the database ran most since the mode started: [[calls, query], ...].
+        def top_statements
+          with_database do |sql|
+            sql.exec("SELECT calls, regexp_replace(query, '\\s+', ' ', 'g') AS query FROM pg_stat_statements s " \
+              "JOIN pg_database d ON d.oid = s.dbid WHERE d.datname = 'strata_demo' ORDER BY calls DESC LIMIT #{TOP_STATEMENTS}")
+              .map { |row| [row["calls"].to_i, row["query"][0, 160]] }
+          end
         end
 
         def run_mode(mode)
@@ -123,21 +145,23 @@ module Strata
           apps&.each(&:stop)
         end
 
-        # Empties memcached and zeroes its counters; every mode starts cold.
+        # Empties memcached and zeroes its counters and the database's statement counts; every
+        # mode starts cold.
         def reset_caches
           Hosts::MEMCACHED.each do |host|
             @hosts.memcached(host, "flush_all")
             @hosts.memcached(host, "stats reset")
           end
+          with_database { |sql| sql.exec("SELECT pg_stat_statements_reset()") }
           Dir.glob(File.join(Hosts::L1_DIR, "*")).each { |file| File.delete(file) }
         end
 
         def measure(mode, apps)
           headers = {"X-Representation-Cache" => mode.representation}
-          warm_up(apps, headers)
+          warm_up(apps, headers, mode.page)
           start = now + WARMUP
           stop = start + @phases.last.finish
-          clients = apps.each_with_index.map { |app, index| client(app, index, headers, stop) }
+          clients = apps.each_with_index.map { |app, index| client(app, index, headers, mode.page, stop) }
           writes = Queue.new
           probes = apps.map { Queue.new } # one per prober: each looks for every change
           faults = []
@@ -154,7 +178,7 @@ module Strata
           written = Array.new(writes.size) { writes.pop }
           records = clients.to_h { |app, reader, pid| [app.host, collect(reader, pid, stop)] }
           Report.new(mode: mode.name, phases: @phases, start: start, records: records, writes: written,
-            probes: probed, samples: samples, faults: faults, bound: Report::BOUND)
+            probes: probed, samples: samples, faults: faults, bound: Report::BOUND, statements: top_statements)
         ensure
           clients&.each do |_, reader, pid|
             reader.close unless reader.closed?
@@ -164,14 +188,14 @@ module Strata
 
         # Asks every app host once for every bug's entry and page, CONNECTIONS requests at a time
         # per host, so that each mode's phases start with the caches it has filled.
-        def warm_up(apps, headers)
+        def warm_up(apps, headers, page)
           say "warming up: every bug's entry and page on every app host"
           apps.flat_map do |app|
             Array.new(CONNECTIONS) do |slice|
               Thread.new do
                 Net::HTTP.start(app.address, App::PORT, open_timeout: 2, read_timeout: 30) do |http|
                   (1..BUGS).select { |id| id % CONNECTIONS == slice }.each do |id|
-                    [Load::ENTRY, Load::PAGE].each { |kind| http.request(Net::HTTP::Get.new(Load.path(kind, id), headers)) }
+                    [Load::ENTRY, Load::PAGE].each { |kind| http.request(Net::HTTP::Get.new(Load.path(kind, id, page), headers)) }
                   end
                 end
               end
@@ -180,12 +204,12 @@ module Strata
         end
 
         # Forks the load of app, which writes its records (Marshal) to the pipe it is given.
-        def client(app, index, headers, stop)
+        def client(app, index, headers, page, stop)
           reader, writer = IO.pipe
           pid = fork do
             reader.close
             load = Load.new(address: app.address, port: App::PORT, bugs: BUGS, skew: SKEW, seed: 1_000 * (index + 1),
-              connections: CONNECTIONS, headers: headers, stop: stop, max_requests: MAX_REQUESTS)
+              connections: CONNECTIONS, headers: headers, page: page, stop: stop, max_requests: MAX_REQUESTS)
             writer.write(Marshal.dump(load.run))
             writer.close
             exit!(0)
@@ -324,7 +348,8 @@ module Strata
         end
 
         # Every SAMPLE_EVERY s until stop: each app host's counters (Strata: its L1 file), each
-        # memcached node's, and the database's transactions.
+        # memcached node's, and the database's transactions and statements (the sampler's own two
+        # included).
         def sample(mode, apps, stop, samples)
           sql = PG.connect(database_url)
           while now < stop + SAMPLE_EVERY
@@ -335,6 +360,8 @@ module Strata
             end
             apps.each { |app| sample[:l1][app.host] = tiers(app) } if mode.cache == "strata"
             sample[:transactions] = sql.exec("SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = 'strata_demo'").getvalue(0, 0).to_i
+            sample[:queries] = sql.exec("SELECT coalesce(sum(calls), 0) FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid " \
+              "WHERE d.datname = 'strata_demo'").getvalue(0, 0).to_i
             samples << sample
             sleep SAMPLE_EVERY
           end

@@ -11,7 +11,7 @@ module Strata
         def markdown(reports)
           phases = reports.first.phases
           [requests(reports, phases), per_host(reports, phases), faults(reports, phases), convergence(reports, phases),
-            tiers(reports, phases)].join("\n")
+            tiers(reports, phases), recoveries(reports, phases), statements(reports)].join("\n")
         end
 
         def requests(reports, phases)
@@ -50,18 +50,42 @@ module Strata
         end
 
         def tiers(reports, phases)
-          strata = reports.find { |report| report.mode == "Strata" }
+          tiered = reports.select(&:tiered?)
           headers = ["Phase"]
-          headers += ["Strata L1", "Strata memcached", "Strata SQL"] if strata
+          headers += tiered.flat_map { |report| ["#{report.mode}: L1", "memcached", "SQL"] }
           headers += reports.map { |report| "#{report.mode}: memcached nodes" }
-          headers += reports.map { |report| "#{report.mode}: DB xact/s" }
-          table("Hit ratio per tier, and database transactions per second", headers,
+          headers += reports.map { |report| "#{report.mode}: DB statements/s" }
+          table("Hit ratio per tier, and database statements per second", headers,
             phases.map do |phase|
               row = [phase.name]
-              row += Report::TIERS.map { |tier| percent(strata.tiers(phase)[tier]) } if strata
+              row += tiered.flat_map { |report| Report::TIERS.map { |tier| percent(report.tiers(phase)[tier]) } }
               row += reports.map { |report| percent(report.tiers(phase)[:memcached_nodes]) }
-              row + reports.map { |report| report.tiers(phase)[:transactions_per_second] }
+              row + reports.map { |report| report.tiers(phase)[:queries_per_second] }
             end)
+        end
+
+        def recoveries(reports, phases)
+          rows = phases.select(&:fault).flat_map do |phase|
+            reports.map do |report|
+              hits, rates = report.recovery(phase).values_at(:hit_ratio, :requests)
+              [phase.name, report.mode, percent(hits[:steady]), percent(hits[:dip]), seconds(hits[:seconds]),
+                rates[:steady]&.round, rates[:dip]&.round, seconds(rates[:seconds])]
+            end
+          end
+          table("Through each fault: the hit ratio (Strata's L1, else memcached's) and requests/s, #{Report::RECOVERY_WINDOW} s averages: " \
+            "steady, the lowest, and seconds after the fault ends until back to #{(Report::RECOVERED * 100).round}% of steady",
+            ["Fault", "Store", "Hit ratio steady", "lowest", "back after", "req/s steady", "lowest", "back after"], rows)
+        end
+
+        def seconds(value)
+          value ? "#{value} s" : "not in the run"
+        end
+
+        def statements(reports)
+          reports.map do |report|
+            table("#{report.mode}: the database's statements, most run first", ["Calls", "Statement"],
+              report.statements.map { |calls, query| [calls, "`#{query.tr("|", "/")}`"] })
+          end.join("\n")
         end
 
         def cell(row)

@@ -14,7 +14,8 @@ module Strata
         RIGHT = 20
         TOP = 50
         BOTTOM = 60
-        COLORS = ["#d9480f", "#4c6ef5", "#2b8a3e", "#862e9c"].freeze
+        COLORS = ["#d9480f", "#4c6ef5", "#2b8a3e", "#862e9c", "#e67700", "#1098ad"].freeze
+        LEGEND_COLUMNS = 3
 
         # series: {label => [[second, value or nil], ...]}; phases: Run::Phase rows (those with a
         # fault are shaded).
@@ -73,8 +74,8 @@ module Strata
         end
 
         def legend(label, index)
-          lx = LEFT + index * 170
-          ly = HEIGHT - 18
+          lx = LEFT + index % LEGEND_COLUMNS * 230
+          ly = HEIGHT - 28 + index / LEGEND_COLUMNS * 15
           %(<rect x="#{lx}" y="#{ly - 9}" width="14" height="4" fill="#{COLORS[index % COLORS.size]}"/>\n) +
             %(<text x="#{lx + 20}" y="#{ly - 3}">#{esc(label)}</text>\n)
         end

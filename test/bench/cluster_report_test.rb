@@ -50,11 +50,12 @@ class BenchClusterReportTest < Minitest::Test
   end
 
   def test_a_counter_that_went_down_counts_from_zero
-    samples = [{at: START, memcached: {"mc1" => {"get_hits" => 90, "get_misses" => 10, "uptime" => 50}}, l1: {}, transactions: 100},
-      {at: START + 10, memcached: {"mc1" => {"get_hits" => 30, "get_misses" => 10, "uptime" => 4}}, l1: {}, transactions: 300}]
+    samples = [{at: START, memcached: {"mc1" => {"get_hits" => 90, "get_misses" => 10, "uptime" => 50}}, l1: {}, transactions: 100, queries: 50},
+      {at: START + 10, memcached: {"mc1" => {"get_hits" => 30, "get_misses" => 10, "uptime" => 4}}, l1: {}, transactions: 300, queries: 550}]
     tiers = report(records: {"a" => []}, samples: samples).tiers(PHASES[0])
     assert_equal 0.75, tiers[:memcached_nodes], "the node started again: its 30 hits and 10 misses"
     assert_equal 20, tiers[:transactions_per_second]
+    assert_equal 50, tiers[:queries_per_second]
     assert_nil tiers[:l1], "no L1 counters: another store"
   end
 end

@@ -71,9 +71,11 @@ module BugJson
       ArgumentError.new("X-Representation-Cache must be one of #{CACHES.join(", ")}, got #{cache.inspect}")
     end
 
+    # strata only when Rails.cache keeps tags: not when the app runs on another store
+    # (STRATA_DEMO_CACHE).
     def stores
-      @stores ||= {"strata" => Rails.cache, "memory" => MemoryCache.new(size: 64 << 20), "floor" => FloorCache.new,
-                   "none" => NoCache.new}.freeze
+      @stores ||= {"strata" => (Rails.cache if Rails.cache.respond_to?(:invalidate_tags)), "memory" => MemoryCache.new(size: 64 << 20),
+                   "floor" => FloorCache.new, "none" => NoCache.new}.compact.freeze
     end
   end
 end
