@@ -149,7 +149,10 @@ module Strata
             [last[:at] - @start, counts[0], counts.sum]
           end
           rates = timeline.map { |second, count, _| [second + 1, count, 1] }
-          {hit_ratio: recovered(hit_ratio, steady, phase.start, mended), requests: recovered(rates, steady, phase.start, mended)}
+          # Until the next fault, or the end of the run.
+          until_next = @phases.find { |later| later.fault && later.start >= mended }&.start || @phases.last.finish
+          {hit_ratio: recovered(hit_ratio, steady, phase.start, mended, until_next),
+           requests: recovered(rates, steady, phase.start, mended, until_next)}
         end
 
         # The invariants bin/test checks: answers stale past the bound and client errors but
@@ -226,18 +229,19 @@ module Strata
         end
 
         # points: [[second, part, whole], ...] in order. The whole-weighted ratio of part over each
-        # window of RECOVERY_WINDOW s: {steady:, dip:, seconds:} (seconds after mended until a
-        # window that ends then is back to RECOVERED of steady's).
-        def recovered(points, steady, from, mended)
+        # window of RECOVERY_WINDOW s: {steady:, dip:, seconds:} (the lowest window from from to
+        # before, and the seconds after mended until a window that ends then is back to
+        # RECOVERED of steady's, nil when none is before).
+        def recovered(points, steady, from, mended, before)
           ratio = lambda do |window|
             whole = window.sum { |_, _, w| w }
             whole.positive? ? window.sum { |_, p, _| p }.fdiv(whole) : nil
           end
           base = ratio.call(points.select { |second, _, _| second > steady.start && second <= steady.finish })
           windows = points.each_cons(RECOVERY_WINDOW).filter_map { |window| [window.last[0], ratio.call(window)] if ratio.call(window) }
-          after = windows.select { |second, _| second >= from }
+          after = windows.select { |second, _| second.between?(from, before) }
           dip = after.map(&:last).min
-          back = windows.find { |second, value| second >= mended + RECOVERY_WINDOW && value >= base * RECOVERED } if base
+          back = after.find { |second, value| second >= mended + RECOVERY_WINDOW && value >= base * RECOVERED } if base
           {steady: base&.round(3), dip: dip&.round(3), seconds: back && (back[0] - mended).round(1)}
         end
 

@@ -73,12 +73,12 @@ module Strata
             end
           end
           table("Through each fault: the hit ratio (Strata's L1, else memcached's) and requests/s, #{Report::RECOVERY_WINDOW} s averages: " \
-            "steady, the lowest, and seconds after the fault ends until back to #{(Report::RECOVERED * 100).round}% of steady",
+            "steady, the lowest until the next fault, and seconds after the fault ends until back to #{(Report::RECOVERED * 100).round}% of steady",
             ["Fault", "Store", "Hit ratio steady", "lowest", "back after", "req/s steady", "lowest", "back after"], rows)
         end
 
         def seconds(value)
-          value ? "#{value} s" : "not in the run"
+          value ? "#{value} s" : "not before the next fault"
         end
 
         def statements(reports)
