@@ -1,5 +1,6 @@
 # frozen_string_literal: true
 
+require "strata/clock"
 require "securerandom"
 
 module Strata
@@ -57,19 +58,19 @@ module Strata
         # Waits until Puma listens and both workers booted (its log says so); raises with the log
         # when it does not within BOOT_TIMEOUT s.
         def wait_booted
-          deadline = now + BOOT_TIMEOUT
+          deadline = Clock.monotonic + BOOT_TIMEOUT
           loop do
             text = log
             @workers = text.scan(BOOTED).flatten.map(&:to_i).uniq
             return self if @workers.size >= WORKERS && text.include?("Listening on")
             raise "Puma on #{@host} exited while booting:\n#{text}" if Process.wait(@pid, Process::WNOHANG)
-            raise "Puma on #{@host} did not boot within #{BOOT_TIMEOUT} s:\n#{text}" if now > deadline
+            raise "Puma on #{@host} did not boot within #{BOOT_TIMEOUT} s:\n#{text}" if Clock.monotonic > deadline
 
             sleep 0.2
           end
         end
 
-        # The workers alive now (Puma starts another for one that died).
+        # The workers alive Clock.monotonic (Puma starts another for one that died).
         def live_workers
           log.scan(BOOTED).flatten.map(&:to_i).uniq.select { |pid| alive?(pid) }
         end
@@ -85,13 +86,13 @@ module Strata
 
           signal(:CONT, -@pid)
           signal(:TERM, -@pid)
-          deadline = now + STOP_TIMEOUT
+          deadline = Clock.monotonic + STOP_TIMEOUT
           reaped = false
           # The group outlives @pid (script/trixie's shell): Puma is its grandchild.
-          sleep 0.1 until ((reaped ||= reap(Process::WNOHANG)) && !alive?(-@pid)) || now > deadline
+          sleep 0.1 until ((reaped ||= reap(Process::WNOHANG)) && !alive?(-@pid)) || Clock.monotonic > deadline
           signal(:KILL, -@pid)
           reap(0) unless reaped
-          sleep 0.05 while alive?(-@pid) && now < deadline + STOP_TIMEOUT
+          sleep 0.05 while alive?(-@pid) && Clock.monotonic < deadline + STOP_TIMEOUT
           @pid = nil
           File.delete(l1_path) if File.exist?(l1_path)
         end
@@ -115,10 +116,6 @@ module Strata
           Process.kill(name, pid)
         rescue Errno::ESRCH
           nil
-        end
-
-        def now
-          Process.clock_gettime(Process::CLOCK_MONOTONIC)
         end
       end
     end

@@ -1,5 +1,6 @@
 # frozen_string_literal: true
 
+require "strata/clock"
 require "net/http"
 require_relative "../zipf"
 
@@ -70,7 +71,7 @@ module Strata
           http = nil
           worker = 0
           @max_requests.times do
-            started = now
+            started = Clock.monotonic
             break if started >= @stop
 
             kind = random.rand(2)
@@ -79,9 +80,9 @@ module Strata
               http ||= open
               response = http.request(Net::HTTP::Get.new(Load.path(kind, id, @page), @headers))
               worker = response["X-Worker-Pid"].to_i
-              records << [started, now - started, kind, id, Load.change_of(response.body), response.code.to_i, worker]
+              records << [started, Clock.monotonic - started, kind, id, Load.change_of(response.body), response.code.to_i, worker]
             rescue IOError, SystemCallError, Timeout::Error, Net::HTTPBadResponse
-              records << [started, now - started, kind, id, 0, 0, worker]
+              records << [started, Clock.monotonic - started, kind, id, 0, 0, worker]
               begin
                 http&.finish
               rescue IOError
@@ -99,10 +100,6 @@ module Strata
           http.read_timeout = READ_TIMEOUT
           http.max_retries = 0
           http.start
-        end
-
-        def now
-          Process.clock_gettime(Process::CLOCK_MONOTONIC)
         end
       end
     end

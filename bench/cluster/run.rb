@@ -1,5 +1,6 @@
 # frozen_string_literal: true
 
+require "strata/clock"
 require "fileutils"
 require "json"
 require "net/http"
@@ -159,7 +160,7 @@ module Strata
         def measure(mode, apps)
           headers = {"X-Representation-Cache" => mode.representation}
           warm_up(apps, headers, mode.page)
-          start = now + WARMUP
+          start = Clock.monotonic + WARMUP
           stop = start + @phases.last.finish
           clients = apps.each_with_index.map { |app, index| client(app, index, headers, mode.page, stop) }
           writes = Queue.new
@@ -220,7 +221,7 @@ module Strata
 
         def collect(reader, pid, stop)
           data = Thread.new { reader.read }
-          raise "a load client did not finish" unless data.join(stop - now + Load::READ_TIMEOUT + 30)
+          raise "a load client did not finish" unless data.join(stop - Clock.monotonic + Load::READ_TIMEOUT + 30)
 
           Process.wait(pid)
           Marshal.load(data.value) # rubocop:disable Security/MarshalLoad -- our own child's records
@@ -236,7 +237,7 @@ module Strata
         def run_phase(mode, phase, apps, start, faults)
           sleep_until(start + phase.start)
           fault = apply(phase.fault, mode, apps) if phase.fault
-          faults << fault.merge(phase: phase.name, at: now) if fault
+          faults << fault.merge(phase: phase.name, at: Clock.monotonic) if fault
           say "#{mode.name}: #{phase.name}#{" (#{fault[:detail]})" if fault}"
           sleep_until(start + phase.finish)
         ensure
@@ -300,7 +301,7 @@ module Strata
             else
               patch(apps.find { |app| app.host == via }, id, title, headers)
             end
-            acked = now
+            acked = Clock.monotonic
             writes << [change, id, ok ? acked : nil, via, at]
             probes.each { |queue| queue << [change, id, acked] } if ok
           end
@@ -328,10 +329,10 @@ module Strata
             change, id, acked = event
             seen = nil
             answered = false
-            while now < acked + PROBE_LIMIT && now < stop + PROBE_LIMIT
+            while Clock.monotonic < acked + PROBE_LIMIT && Clock.monotonic < stop + PROBE_LIMIT
               begin
                 http ||= Net::HTTP.start(app.address, App::PORT, open_timeout: 1, read_timeout: 2)
-                asked = now
+                asked = Clock.monotonic
                 shown = Load.change_of(http.request(Net::HTTP::Get.new("/bugs/#{id}", headers)).body)
                 answered = true
                 break seen = [asked - acked, 0].max if shown >= change
@@ -352,8 +353,8 @@ module Strata
         # included).
         def sample(mode, apps, stop, samples)
           sql = PG.connect(database_url)
-          while now < stop + SAMPLE_EVERY
-            sample = {at: now, memcached: {}, l1: {}}
+          while Clock.monotonic < stop + SAMPLE_EVERY
+            sample = {at: Clock.monotonic, memcached: {}, l1: {}}
             Hosts::MEMCACHED.each do |host|
               stats = @hosts.memcached_stats(host)
               sample[:memcached][host] = stats&.slice("get_hits", "get_misses", "uptime")
@@ -377,12 +378,8 @@ module Strata
         end
 
         def sleep_until(at)
-          left = at - now
+          left = at - Clock.monotonic
           sleep left if left.positive?
-        end
-
-        def now
-          Process.clock_gettime(Process::CLOCK_MONOTONIC)
         end
       end
     end
