@@ -172,6 +172,8 @@ module Strata
           threads = [Thread.new { write(apps, headers, start, stop, writes, probes) },
             Thread.new { sample(mode, apps, stop, samples) }]
           probers = apps.zip(probes).map { |app, queue| Thread.new { probe(app, headers, queue, stop) } }
+          # Their failures surface through join and value; after Ctrl-C, they are not reported.
+          (threads + probers).each { |thread| thread.report_on_exception = false }
           @phases.each { |phase| run_phase(mode, phase, apps, start, faults) }
           threads.each(&:join)
           probes.each { |queue| queue << :done }
@@ -208,6 +210,7 @@ module Strata
         def client(app, index, headers, page, stop)
           reader, writer = IO.pipe
           pid = fork do
+            Signal.trap("INT", "IGNORE") # Ctrl-C is this process's to handle: it kills the child
             reader.close
             load = Load.new(address: app.address, port: App::PORT, bugs: BUGS, skew: SKEW, seed: 1_000 * (index + 1),
               connections: CONNECTIONS, headers: headers, page: page, stop: stop, max_requests: MAX_REQUESTS)
