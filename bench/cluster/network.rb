@@ -79,16 +79,14 @@ module Strata
         # process still in such a namespace. Safe to call again.
         def down
           Network.leftovers(@prefix).each do |kind, item|
-            next unless kind == :netns
+            next system("ip", "link", "del", item, err: File::NULL) if kind == :link
 
             `ip netns pids #{item} 2>/dev/null`.split.each do |pid|
               Process.kill(:KILL, Integer(pid))
             rescue Errno::ESRCH
               nil
             end
-          end
-          Network.leftovers(@prefix).each do |kind, item|
-            (kind == :netns) ? system("ip", "netns", "del", item, err: File::NULL) : system("ip", "link", "del", item, err: File::NULL)
+            system("ip", "netns", "del", item, err: File::NULL)
           end
           @hosts.clear
           nil

@@ -47,15 +47,7 @@ module Strata
         # Per phase and host: {requests:, rps:, p50_ms:, p99_ms:, errors:, killed_worker_errors:,
         # stale_past_bound:, stale_within_bound:}.
         def requests(phase, host)
-          rows = in_phase(@records.fetch(host), phase)
-          answered = rows.select { |row| row[5] == 200 }
-          latencies = answered.map { |row| row[1] }.sort
-          failed = rows.reject { |row| row[5] == 200 }
-          killed = failed.count { |row| killed_worker?(host, row) }
-          stale = answered.map { |row| staleness(row) }
-          {requests: rows.size, rps: rows.size.fdiv(phase.finish - phase.start).round, p50_ms: ms(percentile(latencies, 0.5)),
-           p99_ms: ms(percentile(latencies, 0.99)), errors: failed.size - killed, killed_worker_errors: killed,
-           stale_past_bound: stale.count(:past), stale_within_bound: stale.count(:within)}
+          (@requests ||= {})[[phase, host]] ||= count_requests(phase, host)
         end
 
         # Per phase, every host's requests together.
@@ -103,10 +95,10 @@ module Strata
           return {} unless first && last
 
           ratios = TIERS.to_h do |tier|
-            hits, misses = %i[hits misses].map { |figure| hosts.sum { |host| delta(first, last, :l1, host, tier, figure) } }
+            hits, misses = tier_counts(first, last, tier)
             [tier, ratio(hits, hits + misses)]
           end
-          hits, misses = %w[get_hits get_misses].map { |figure| last[:memcached].keys.sum { |node| delta(first, last, :memcached, node, figure) } }
+          hits, misses = node_counts(first, last)
           ratios.merge(memcached_nodes: ratio(hits, hits + misses),
             transactions_per_second: per_second(first, last, :transactions), queries_per_second: per_second(first, last, :queries))
         end
@@ -129,8 +121,8 @@ module Strata
             next if second.negative? || second > @phases.last.finish
 
             seconds = last[:at] - first[:at]
-            l1 = %i[hits misses].map { |figure| hosts.sum { |host| delta(first, last, :l1, host, :l1, figure) } }
-            nodes = %w[get_hits get_misses].map { |figure| last[:memcached].keys.sum { |node| delta(first, last, :memcached, node, figure) } }
+            l1 = tier_counts(first, last, :l1)
+            nodes = node_counts(first, last)
             [second, (last[:queries] - first[:queries]).fdiv(seconds).round, ratio(l1[0], l1.sum), ratio(nodes[0], nodes.sum)]
           end
         end
@@ -143,8 +135,8 @@ module Strata
           steady = @phases.first
           mended = phase.finish
           hit_ratio = @samples.each_cons(2).filter_map do |first, last|
-            nodes = %w[get_hits get_misses].map { |figure| last[:memcached].keys.sum { |node| delta(first, last, :memcached, node, figure) } }
-            l1 = %i[hits misses].map { |figure| hosts.sum { |host| delta(first, last, :l1, host, :l1, figure) } }
+            nodes = node_counts(first, last)
+            l1 = tier_counts(first, last, :l1)
             counts = l1.sum.positive? ? l1 : nodes
             [last[:at] - @start, counts[0], counts.sum]
           end
@@ -173,6 +165,19 @@ module Strata
         end
 
         private
+
+        # #requests, counted once: to_h, total and each table ask for the same phase and host.
+        def count_requests(phase, host)
+          rows = in_phase(@records.fetch(host), phase)
+          answered = rows.select { |row| row[5] == 200 }
+          latencies = answered.map { |row| row[1] }.sort
+          failed = rows.reject { |row| row[5] == 200 }
+          killed = failed.count { |row| killed_worker?(host, row) }
+          stale = answered.map { |row| staleness(row) }
+          {requests: rows.size, rps: rows.size.fdiv(phase.finish - phase.start).round, p50_ms: ms(percentile(latencies, 0.5)),
+           p99_ms: ms(percentile(latencies, 0.99)), errors: failed.size - killed, killed_worker_errors: killed,
+           stale_past_bound: stale.count(:past), stale_within_bound: stale.count(:within)}
+        end
 
         # {id => [[acked, change], ...]} in order.
         def acks
@@ -216,6 +221,16 @@ module Strata
 
         def sample_at(at)
           @samples.find { |sample| sample[:at] >= at } || @samples.last
+        end
+
+        # [hits, misses] of tier (Strata's counters) over every app host between two samples.
+        def tier_counts(first, last, tier)
+          %i[hits misses].map { |figure| hosts.sum { |host| delta(first, last, :l1, host, tier, figure) } }
+        end
+
+        # [get_hits, get_misses] over every memcached node between two samples.
+        def node_counts(first, last)
+          %w[get_hits get_misses].map { |figure| last[:memcached].keys.sum { |node| delta(first, last, :memcached, node, figure) } }
         end
 
         # A counter's growth between two samples. Counters that started again count from 0: every

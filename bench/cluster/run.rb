@@ -8,6 +8,7 @@ require "open3"
 require "pg"
 require "strata/cli/l1_table"
 require "strata/poller"
+require_relative "../children"
 require_relative "app"
 require_relative "hosts"
 require_relative "load"
@@ -185,7 +186,7 @@ module Strata
         ensure
           clients&.each do |_, reader, pid|
             reader.close unless reader.closed?
-            kill_child(pid)
+            Children.reap(pid, Clock.monotonic) # killed unless it has exited
           end
         end
 
@@ -228,13 +229,6 @@ module Strata
 
           Process.wait(pid)
           Marshal.load(data.value) # rubocop:disable Security/MarshalLoad -- our own child's records
-        end
-
-        def kill_child(pid)
-          Process.kill(:KILL, pid)
-          Process.wait(pid)
-        rescue Errno::ESRCH, Errno::ECHILD
-          nil
         end
 
         def run_phase(mode, phase, apps, start, faults)
