@@ -294,6 +294,19 @@ class PollerTest < Strata::StoreCase
     assert parent_thread.thread_variable_get(:fork_safe)
   end
 
+  # Active Record discards the parent's connections in a ForkTracker callback; the poller
+  # starts again only after the last of them, so its thread never reaches one of those.
+  def test_a_forked_childs_poller_starts_after_every_fork_tracker_callback
+    cache = host
+    parent_thread = poller_of(cache).instance_variable_get(:@thread)
+    seen = nil
+    last = ActiveSupport::ForkTracker.after_fork { seen = poller_of(cache).instance_variable_get(:@thread) }
+    pid = fork_child { seen.equal?(parent_thread) && !poller_of(cache).instance_variable_get(:@thread).equal?(parent_thread) }
+    assert reap(pid, DEADLINE)&.success?, "the poller was still the parent's when the last callback ran, and restarted after it"
+  ensure
+    ActiveSupport::ForkTracker.unregister(last) if last
+  end
+
   def test_a_failing_round_is_reported_once_and_the_poller_keeps_going
     cache = host
     reports = capture_reports do

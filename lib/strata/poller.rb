@@ -156,7 +156,19 @@ module Strata
       end
     end
 
-    ActiveSupport::ForkTracker.after_fork { Poller.restart_after_fork }
+    # Starts the pollers again in a forked child as Process._fork returns there, after every
+    # ActiveSupport::ForkTracker callback: prepended after ForkTracker's own hook (required
+    # above), it wraps that hook. Active Record discards the parent's connections in one of
+    # those callbacks; a thread restarted before it could take one of them out of a pool and
+    # talk on a socket the parent still uses.
+    module RestartAfterFork
+      def _fork
+        pid = super
+        Poller.restart_after_fork if pid.zero?
+        pid
+      end
+    end
+    Process.singleton_class.prepend(RestartAfterFork)
 
     # shared: the tiers between host and sql (memcached), whose copies of a changed key go
     # before L1's.
