@@ -299,10 +299,13 @@ module Strata
         assert wait_until(BOUND) { cache.engine.poller.last_seen.to_i >= head }, "the poller reached #{head}"
       end
 
-      # host_store, once its poller has read the log (its first round clears L1: see Poller).
+      # host_store, once its poller holds the host's election and has read the log (its first
+      # round clears L1: see Poller). Until then the state says FRESH (-1), and a child forked
+      # (#in_host) restarts the poller, which could take the election over for its lease.
       def polling_host(name, **options)
         cache = host_store(name, **options)
-        assert wait_until(BOUND) { cache.engine.poller.last_seen }, "host #{name}'s poller runs"
+        poller = cache.engine.poller
+        assert wait_until(BOUND) { poller.last_seen.to_i >= 0 && poller.holding? }, "host #{name}'s poller runs"
         cache
       end
 
@@ -313,7 +316,7 @@ module Strata
       # Runs the block with a store of host name (options: host_store's) in a child process,
       # which must succeed.
       def in_host(name, **options, &block)
-        pid = fork_child do
+        pid = fork_child(report_after: DEADLINE - 5) do
           cache = host_store(name, **options)
           result = block.call(cache)
           cache.close
