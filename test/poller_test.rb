@@ -294,6 +294,51 @@ class PollerTest < Strata::StoreCase
     assert parent_thread.thread_variable_get(:fork_safe)
   end
 
+  # A holder that a notification can wake reads between notifications every LISTENING_INTERVAL
+  # (never more often than poll_interval, nor less often than twice per vouching time); one that
+  # cannot, every poll_interval; one that keeps something unsettled, every DEFAULT_INTERVAL.
+  def test_a_listening_holder_waits_longer_between_rounds
+    listener = Object.new
+    pause = ->(cache, with) { poller_of(cache).send(:pause, with) }
+    cache = host
+    assert_equal Strata::Poller::LISTENING_INTERVAL, pause.call(cache, listener)
+    assert_equal Strata::Poller::DEFAULT_INTERVAL, pause.call(cache, nil)
+    slow = host(l1_path: File.join(@tmpdir, "slow.l1"), poll_interval: 2)
+    assert_equal 2.0, pause.call(slow, listener)
+    short = host(l1_path: File.join(@tmpdir, "short.l1"), coherence_interval: 0.4)
+    assert_equal 0.2, pause.call(short, listener)
+    poller_of(cache).instance_variable_get(:@unsettled)["k"] = true
+    assert_equal Strata::Poller::DEFAULT_INTERVAL, pause.call(cache, listener)
+  ensure
+    poller_of(cache)&.instance_variable_get(:@unsettled)&.clear
+  end
+
+  # A listener that fails ends the wait after one slice, reported: the holder reads the log at
+  # once and every poll_interval until it listens again, instead of trusting a dead connection.
+  def test_a_failing_listener_ends_the_wait
+    poller = poller_of(host)
+    listener = FailingListener.new
+    poller.instance_variable_set(:@listener, listener)
+    reports = capture_reports { poller.send(:wait, listener, 60) }
+    assert_equal 1, listener.waits
+    assert_nil poller.instance_variable_get(:@listener)
+    assert_equal 1, reports.size
+  end
+
+  # A Tiers::SQL::Listener whose connection fails.
+  class FailingListener
+    attr_reader :waits
+
+    def initialize
+      @waits = 0
+    end
+
+    def wait(_seconds)
+      @waits += 1
+      raise Strata::TierError.new("Strata L3 listener: connection lost", tier: :l3)
+    end
+  end
+
   # Active Record discards the parent's connections in a ForkTracker callback; the poller
   # starts again only after the last of them, so its thread never reaches one of those.
   def test_a_forked_childs_poller_starts_after_every_fork_tracker_callback

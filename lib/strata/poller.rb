@@ -63,8 +63,11 @@ module Strata
   # read past it: their copies then live until they expire or are written again.
   #
   # Waking: every interval seconds. On PostgreSQL with listen, the holder LISTENs on the log's
-  # channel on a connection of its own (SQL::Listener), so a commit wakes it at once; a lost
-  # notification delays the row by at most interval, as the log is the truth.
+  # channel on a connection of its own (SQL::Listener), so a commit wakes it at once, and
+  # between notifications it reads every LISTENING_INTERVAL only (or interval, if longer): those
+  # rounds renew the lease and vouch, and would catch a notification lost on a live connection,
+  # which PostgreSQL does not lose. A listener that fails ends the wait at once, and the holder
+  # reads every interval until it listens again.
   #
   # Raw tags: each round first converts the tags that the strata:triggers migration's SQLite
   # triggers appended as text (SQL#apply_raw_tags) into versions and log rows, which that round
@@ -88,6 +91,10 @@ module Strata
     PAGES_PER_ROUND = 10
     # The shortest lease, in seconds; else 20 intervals.
     MIN_LEASE = 1.0
+    # Seconds between a listening holder's rounds when nothing wakes it (at least interval, at
+    # most half the vouching time): a quarter of the shortest lease, which the rounds renew, so
+    # that a thread scheduled late on a busy host still renews it in time.
+    LISTENING_INTERVAL = MIN_LEASE / 4
     STATE_PACK = "q<*"
     NOTHING = {}.freeze
     NOTHING_LEFT = [].freeze
@@ -200,6 +207,8 @@ module Strata
       # Milliseconds a round vouches for the host tier's polled copies (#vouch); nil when it
       # keeps none.
       @vouch_ms = (dependencies.coherence_interval * 1000).floor if host.capabilities[:polled_copies]
+      listening = [LISTENING_INTERVAL, @vouch_ms && @vouch_ms / 2000.0].compact.min
+      @listening_interval = [@interval, listening].max # #pause
     end
 
     def start
@@ -290,7 +299,10 @@ module Strata
     def run
       until @stopping
         begin
-          wait(listener_for_wait, settled? ? @interval : [@interval, DEFAULT_INTERVAL].min) unless round || @stopping
+          unless round || @stopping
+            listener = listener_for_wait
+            wait(listener, pause(listener))
+          end
         rescue => error
           report(error)
           wait(nil)
@@ -298,8 +310,15 @@ module Strata
       end
     end
 
-    # Waits seconds (one interval; at most DEFAULT_INTERVAL while keys are unsettled), or less
-    # when listener (the holder's, on PostgreSQL) is notified or #stop is called. Bound:
+    # Seconds until the next round: interval; at most DEFAULT_INTERVAL while something is kept
+    # unsettled; @listening_interval while listener (the holder's, on PostgreSQL) can wake it.
+    def pause(listener)
+      return [@interval, DEFAULT_INTERVAL].min unless settled?
+
+      listener ? @listening_interval : @interval
+    end
+
+    # Waits seconds, or less when listener is notified or fails, or #stop is called. Bound:
     # seconds / WAIT_SLICE waits.
     def wait(listener, seconds = @interval)
       deadline = Clock.monotonic + seconds
@@ -308,15 +327,15 @@ module Strata
         break if left <= 0
         slice = [left, WAIT_SLICE].min
         if listener
-          break if notified?(listener, slice)
+          break if notified?(listener, slice) || @listener.nil?
         else
           sleep(slice)
         end
       end
     end
 
-    # Whether a notification came within seconds; a listener that fails is reported, and the
-    # rest of the interval is slept.
+    # Whether a notification came within seconds; a listener that fails is reported and
+    # dropped (so #wait ends), after seconds slept.
     def notified?(listener, seconds)
       listener.wait(seconds)
     rescue TierError => error
