@@ -305,7 +305,7 @@ module Strata
       def polling_host(name, **options)
         cache = host_store(name, **options)
         poller = cache.engine.poller
-        assert wait_until(BOUND) { poller.last_seen.to_i >= 0 && poller.holding? }, "host #{name}'s poller runs"
+        assert wait_until(BOUND) { (seen = poller.last_seen) && seen >= 0 && poller.holding? }, "host #{name}'s poller runs"
         cache
       end
 
