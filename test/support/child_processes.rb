@@ -12,11 +12,11 @@ module Strata
 
       # Forks a child that runs the block and exits 0 if it returned truthy, 1 if falsy, RAISED if it
       # raised (the error goes to stderr). Returns the pid. report_after: seconds after which a
-      # child still running writes where each of its threads is to stderr (#report_where), for a
-      # parent that kills it at a deadline a little later.
-      def fork_child(report_after: nil)
+      # child still running writes where each of its threads is (#report_where) to the file
+      # report_to, for a parent that kills it at a deadline a little later.
+      def fork_child(report_after: nil, report_to: nil)
         fork do
-          report_where(report_after) if report_after
+          report_where(report_after, report_to) if report_after
           code = begin
             yield ? 0 : 1
           rescue Exception => e # rubocop:disable Lint/RescueException -- whatever happens, exit! below
@@ -27,11 +27,11 @@ module Strata
         end
       end
 
-      # A thread that, once seconds have passed, writes to stderr each Ruby thread's backtrace
-      # and each kernel thread's name and wait channel (/proc/self/task): which of the two tells
+      # A thread that, once seconds have passed, writes to path each Ruby thread's backtrace and
+      # each kernel thread's name and wait channel (/proc/self/task): which of the two tells
       # where a hung child waits depends on whether it holds Ruby's lock. A timer, not a wait on
       # the child's work: the child normally exits (and the thread with it) long before.
-      def report_where(seconds)
+      def report_where(seconds, path)
         Thread.new do
           sleep(seconds)
           threads = (Thread.list - [Thread.current]).map do |thread|
@@ -42,8 +42,8 @@ module Strata
           rescue SystemCallError
             nil
           end
-          warn "child #{Process.pid} still running after #{seconds}s. Its Ruby threads:\n#{threads.join("\n")}\n" \
-            "Its kernel threads (id name: wait channel):\n#{tasks.compact.join("\n")}"
+          File.write(path, "child #{Process.pid} still running after #{seconds}s. Its Ruby threads:\n#{threads.join("\n")}\n" \
+            "Its kernel threads (id name: wait channel):\n#{tasks.compact.join("\n")}\n")
         end
       end
 

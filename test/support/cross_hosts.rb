@@ -314,16 +314,19 @@ module Strata
       end
 
       # Runs the block with a store of host name (options: host_store's) in a child process,
-      # which must succeed.
+      # which must succeed. One still running near the deadline says where it waits, in the
+      # failure's message.
       def in_host(name, **options, &block)
-        pid = fork_child(report_after: DEADLINE - 5) do
+        where = File.join(@tmpdir, "#{name}.where")
+        FileUtils.rm_f(where) # an earlier child's of the same name
+        pid = fork_child(report_after: DEADLINE - 5, report_to: where) do
           cache = host_store(name, **options)
           result = block.call(cache)
           cache.close
           result
         end
         status = reap(pid, DEADLINE) || kill_and_reap(pid, DEADLINE)
-        assert status&.success?, "host #{name} (#{pid}) failed: #{status.inspect}"
+        assert status&.success?, "host #{name} (#{pid}) failed: #{status.inspect}\n#{File.read(where) if File.exist?(where)}"
       end
     end
   end
