@@ -13,10 +13,12 @@ require "active_support"
 require "active_support/cache/strata_store"
 require "strata/dashboard"
 require "support/chromium"
+require "support/memcached_process"
 
 # The page in a real headless Chromium (test/support/chromium.rb), served by Dashboard::Server
-# in a thread over a real L1 table and memcached server that a store used with known traffic:
-# the page loads, its charts draw (from the history the dashboard keeps in the L1 table), its
+# in a thread over a real L1 table and a memcached server of the test's own (another test's
+# writes would move the figures it compares), which a store used with known traffic: the page
+# loads, its charts draw (from the history the dashboard keeps in the L1 table), its
 # numbers are `strata stats --json`'s, and without the token nothing but the refusal is served.
 class DashboardPageTest < Minitest::Test
   include Strata::TestSupport
@@ -31,7 +33,8 @@ class DashboardPageTest < Minitest::Test
   def setup
     @dir = private_tmpdir
     @l1_path = File.join(@dir, "app.l1")
-    @options = {l1: {path: @l1_path, size: TABLE_SIZE}, memcached: {servers: memcached_servers.first(1)}}
+    @memcached = MemcachedProcess.new.start
+    @options = {l1: {path: @l1_path, size: TABLE_SIZE}, memcached: {servers: [@memcached.server]}}
     @config = File.join(@dir, "strata.yml")
     File.write(@config, YAML.dump(JSON.parse(JSON.generate(@options))))
     # L1 over memcached without a poller keeps an entry at most coherence_interval: a long one,
@@ -51,6 +54,7 @@ class DashboardPageTest < Minitest::Test
     @thread&.join
     @sampler&.stop
     @store&.close
+    @memcached&.kill
     FileUtils.remove_entry(@dir) if @dir && File.exist?(@dir)
   end
 
