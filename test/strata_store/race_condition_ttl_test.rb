@@ -61,7 +61,9 @@ class StrataStoreRaceConditionTtlTest < Strata::StoreCase
       cache = layout_store(tiers)
       other_host = layout_store(tiers, l1_path: File.join(@tmpdir, "other-host.l1")) if tiers.include?(:memcached)
       cache.write("key", "old", expires_in: 0.2, race_condition_ttl: 10)
-      expires_at = Time.now.to_f + 0.2 # no earlier than the entry's own: the write read the clock before
+      # No earlier than the entry's own: the write read the clock before, and the entry keeps it
+      # in whole milliseconds, rounded up (Strata::Entry.milliseconds).
+      expires_at = Time.now.to_f + 0.201
       # Not by reading: a read of an expired entry deletes it, in Rails' stores as here.
       wait_until { Time.now.to_f > expires_at }
 
@@ -136,7 +138,7 @@ class StrataStoreRaceConditionTtlTest < Strata::StoreCase
   def test_a_stale_entry_only_the_sql_tier_still_holds_is_put_back_and_replaced
     cache = layout_store(LAYOUTS[:l1_memcached_sql])
     cache.write("key", "old", expires_in: 0.2, race_condition_ttl: 10)
-    expires_at = Time.now.to_f + 0.2 # no earlier than the entry's own
+    expires_at = Time.now.to_f + 0.201 # no earlier than the entry's own (in milliseconds, rounded up)
     key = tier_key(cache, "key")
     cache.stack[:l1].delete(key)
     cache.stack[:l2].delete(key)
