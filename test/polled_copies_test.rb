@@ -126,7 +126,9 @@ class PolledCopiesTest < Strata::StoreCase
     l1 = Strata::Tiers::SharedMemory.new(path: table_path, size: TABLE_SIZE)
     sql = Strata::Tiers::SQL.new(path: sql_path, invalidation_log: true)
     @stores << l1 << sql
-    stack = Strata::Stack.new({l1: l1, sql: sql}, coherence_interval: INTERVAL)
+    # A plain copy lives coherence_interval: a long one, so that only a polled copy's end (the
+    # vouch withdrawn below) could make it absent, not a slow thread.
+    stack = Strata::Stack.new({l1: l1, sql: sql}, coherence_interval: 60)
     l1.polled_until = Strata::Entry.now + 60_000
     stack.dependencies.versions([Strata::Dependencies.tag_id("bugs/1")])
     l1.polled_until = 1
