@@ -226,12 +226,13 @@ class DependenciesTest < Minitest::Test
     Strata::TestSupport.with_tmpdir do |dir|
       middle = Strata::Tiers::SharedMemory.new(path: File.join(dir, "middle"), size: 1 << 20, lock_timeout: 0.01)
       middle.define_singleton_method(:capabilities) { Strata::Tier::CAPABILITIES }
-      dependencies = Dependencies.new(Strata::TierList.new({top: @top, middle: middle, bottom: @bottom}), coherence_interval: 0.05)
+      # Long enough that the copy is still there when read back below on a loaded machine.
+      dependencies = Dependencies.new(Strata::TierList.new({top: @top, middle: middle, bottom: @bottom}), coherence_interval: 0.5)
       old = dependencies.versions([id]).first
       @bottom.set(key, [5].pack("Q<")) # the bump reached the authority only
 
       assert_equal [old].pack("Q<"), middle.get(key)
-      assert wait_until(2) { dependencies.versions([id]) == [5] }
+      assert wait_until(5) { dependencies.versions([id]) == [5] }
     ensure
       middle&.close
     end

@@ -9,7 +9,9 @@ require "strata/tiers/sql"
 # meanwhile is read from the SQL tier again, never from the old copy. The poller is driven by
 # the test (Poller#round); "the vouch lapsed" is the word set in the past, as the clock would.
 class PolledCopiesTest < Strata::StoreCase
-  INTERVAL = 0.05
+  # coherence_interval: a plain copy's TTL, which the tests read back right after making one
+  # and then wait out; long enough for the first on a loaded machine.
+  INTERVAL = 0.5
   # Seconds a plain copy is given to lapse (its TTL is INTERVAL), on a loaded machine.
   LAPSE = 5
 
