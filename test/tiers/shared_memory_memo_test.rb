@@ -63,7 +63,7 @@ class SharedMemoryMemoTest < Minitest::Test
     assert_equal "b" * LARGE, @table.get("big")
     @table.delete("big")
     assert_nil @table.get("big")
-    @table.set("big", "c" * LARGE, ttl: 0.05)
+    @table.set("big", "c" * LARGE, ttl: 0.5) # read back at once, then waited out
     assert_equal "c" * LARGE, @table.get("big")
     assert wait_until(2.0) { @table.get("big").nil? }, "expired value is a miss"
   end

@@ -17,6 +17,9 @@ module Strata
       SIZE = 4 << 20
       DEADLINE = 10.0 # seconds for a child to report or exit; a hang fails the test instead of stalling it
       EXPIRY_WAIT = 2 # seconds a short TTL gets to run out
+      # A TTL read back at once and then waited out: long enough that a loaded machine reads it
+      # before it ends.
+      SHORT_TTL = 0.5
 
       def setup
         @dir = Strata::TestSupport.private_tmpdir
@@ -195,7 +198,7 @@ module Strata
 
       def test_ttl_expiry
         t = table
-        assert t.set("short", "v", ttl: 0.05)
+        assert t.set("short", "v", ttl: SHORT_TTL)
         assert t.set("long", "v", ttl: 60)
         assert t.set("never", "v", ttl: 0)
         assert t.set("nil", "v", ttl: nil)
@@ -279,7 +282,7 @@ module Strata
 
       def test_counter_initial_takes_ttl_and_keeps_it
         t = table
-        assert_equal 1, t.incr("c", initial: 1, ttl: 0.05)
+        assert_equal 1, t.incr("c", initial: 1, ttl: SHORT_TTL)
         assert_equal 2, t.incr("c")
         assert wait_until(EXPIRY_WAIT) { t.get("c").nil? }
       end
@@ -336,7 +339,7 @@ module Strata
       def test_keys_cleanup_clear
         t = table
         10.times { |i| t.set("k#{i}", "v") }
-        t.set("brief", "v", ttl: 0.02)
+        t.set("brief", "v", ttl: SHORT_TTL)
         assert_equal 11, t.keys.size
         assert wait_until(EXPIRY_WAIT) { t.get("brief").nil? }
         assert_equal((0...10).map { |i| "k#{i}" }.sort, t.keys.sort)
