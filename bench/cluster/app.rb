@@ -70,7 +70,7 @@ module Strata
           end
         end
 
-        # The workers alive Clock.monotonic (Puma starts another for one that died).
+        # The workers alive now (Puma starts another for one that died).
         def live_workers
           log.scan(BOOTED).flatten.map(&:to_i).uniq.select { |pid| alive?(pid) }
         end

@@ -253,7 +253,10 @@ module Strata
             whole.positive? ? window.sum { |_, p, _| p }.fdiv(whole) : nil
           end
           base = ratio.call(points.select { |second, _, _| second > steady.start && second <= steady.finish })
-          windows = points.each_cons(RECOVERY_WINDOW).filter_map { |window| [window.last[0], ratio.call(window)] if ratio.call(window) }
+          windows = points.each_cons(RECOVERY_WINDOW).filter_map do |window|
+            value = ratio.call(window)
+            [window.last[0], value] if value
+          end
           after = windows.select { |second, _| second.between?(from, before) }
           dip = after.map(&:last).min
           back = after.find { |second, value| second >= mended + RECOVERY_WINDOW && value >= base * RECOVERED } if base

@@ -326,7 +326,8 @@ module Strata
             change, id, acked = event
             seen = nil
             answered = false
-            while Clock.monotonic < acked + PROBE_LIMIT && Clock.monotonic < stop + PROBE_LIMIT
+            deadline = [acked, stop].min + PROBE_LIMIT
+            while Clock.monotonic < deadline
               begin
                 http ||= Net::HTTP.start(app.address, App::PORT, open_timeout: 1, read_timeout: 2)
                 asked = Clock.monotonic
