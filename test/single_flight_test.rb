@@ -3,6 +3,7 @@
 require "test_helper"
 require "securerandom"
 require "support/child_processes"
+require "support/pausing_tier"
 require "strata/stack"
 require "strata/tiers/memcached"
 require "strata/tiers/sql"
@@ -349,6 +350,82 @@ class SingleFlightTest < Minitest::Test
     assert fill.set(entry("v"), ttl: 60)
     fill.finish
     assert_equal entry("v"), @l1.get(@key)
+    assert_empty @errors
+  end
+
+  # A reader that finds the value in memcached under the host lock copies it into L1 fenced by
+  # the lock, as a fill is: a delete on this host between its read and its copy refuses the
+  # copy. Unfenced, the host's other processes would read the deleted value until the reader's
+  # settle took it back, and for its TTL were the reader killed before.
+  def test_a_copy_from_memcached_under_the_host_lock_gives_way_to_a_delete_since_its_read
+    l2 = Strata::TestSupport::PausingTier.new(@l2)
+    stack = stack({l1: @l1, l2: l2})
+    assert @l2.set(@key, entry("old"), ttl: 60)
+    read, after_read = l2.pause_after(:lease_get)
+    reader = Thread.new do
+      fill = stack.read_through(@key)
+      fill.get
+    ensure
+      fill&.finish
+    end
+    read.pop # the reader holds the host lock and read "old"
+    assert @stack.delete(@key)
+
+    settling, after_settle = l2.pause_after(:peek)
+    after_read << true
+    settling.pop # the reader copied what it read, and reads memcached back
+    assert_nil @l1.get(@key), "L1 holds no copy of the deleted value"
+    after_settle << true
+    assert_equal entry("old"), reader.value, "the reader answers what it read"
+    assert_nil @l1.get(@key)
+    assert_empty @errors
+  ensure
+    [after_read, after_settle].each { |queue| queue&.push(true) }
+    reader&.join(5)
+  end
+
+  # A plain read (Stack#get) that misses L1 reads below under the host lock, and its copy into
+  # L1 is fenced by it: a delete between its read and its copy refuses the copy.
+  def test_a_plain_reads_copy_into_l1_gives_way_to_a_delete_since_its_read
+    l2 = Strata::TestSupport::PausingTier.new(@l2)
+    stack = stack({l1: @l1, l2: l2})
+    assert @l2.set(@key, entry("old"), ttl: 60)
+    read, after_read = l2.pause_after(:get)
+    reader = Thread.new { stack.get(@key) }
+    read.pop
+    assert @stack.delete(@key)
+
+    settling, after_settle = l2.pause_after(:peek)
+    after_read << true
+    settling.pop
+    assert_nil @l1.get(@key), "L1 holds no copy of the deleted value"
+    after_settle << true
+    assert_equal entry("old"), reader.value, "the reader answers what it read"
+
+    assert @l2.set(@key, entry("new"), ttl: 60)
+    assert_equal entry("new"), stack.get(@key)
+    assert_equal entry("new"), @l1.get(@key), "with no change meanwhile, the copy is made"
+    fill = stack.read_through("#{@key}-next")
+    assert_nil fill.get
+    assert fill.host_lock, "the plain reads gave their locks back"
+    fill.finish
+    assert_empty @errors
+  ensure
+    [after_read, after_settle].each { |queue| queue&.push(true) }
+    reader&.join(5)
+  end
+
+  # While a fill holds the host lock, a plain read answers from below and leaves L1 to it.
+  def test_a_plain_read_copies_nothing_into_l1_while_a_fill_holds_the_host_lock
+    assert @l2.set(@key, entry("written"), ttl: 60)
+    token = @l1.lock_fill(@key, 5) # another process's fill
+    assert token
+
+    assert_equal entry("written"), @stack.get(@key)
+    assert_nil @l1.get(@key), "L1 is left to the fill"
+    assert @l1.unlock_fill(@key, token)
+    assert_equal entry("written"), @stack.get(@key)
+    assert_equal entry("written"), @l1.get(@key)
     assert_empty @errors
   end
 

@@ -21,9 +21,9 @@ module Strata
       @list = list
       @tiers = list.tiers
       @dependencies = dependencies
-      host_index = list.index_of(:host)
+      @host_index = list.index_of(:host)
       # The index of the tier whose TTLs are capped (#ttl_at), or nil.
-      @capped = host_ttl && host_index
+      @capped = host_ttl && @host_index
       @host_ttl = host_ttl&.to_f
       @announce_at = announcing_tier
       freeze
@@ -113,13 +113,20 @@ module Strata
     # may have reached the tiers above before our copies did (writes and deletes go bottom-up),
     # and our copies would then hide it for their whole TTL. When tier index no longer holds bytes
     # (or can't say), the copies are dropped, and the next read refills from below.
-    def backfill(key, bytes, index)
-      settle(key, bytes, index) if copy_up(key, bytes, index)
+    #
+    # host_lock: what Tier#lock_fill answered for key in the host tier before the read below. A
+    # token: the host tier's copy is an add fenced by it (add_for_fill), which a change since
+    # the lock was taken refuses; unfenced, another process of the host could read a copy that
+    # change overtook until the settle, and for its TTL if this process died first. false
+    # (another caller holds the lock): no copy there. nil: a plain set.
+    def backfill(key, bytes, index, host_lock = nil)
+      settle(key, bytes, index) if copy_up(key, bytes, index, host_lock)
     end
 
     # Copies bytes found at tier index into the tiers above it, keeping the remaining time to
-    # live. Counters are not copied: only their own tier may change them. Whether it copied.
-    def copy_up(key, bytes, index)
+    # live (host_lock: as #backfill's). Counters are not copied: only their own tier may change
+    # them. Whether it copied into some tier (tried to).
+    def copy_up(key, bytes, index, host_lock = nil)
       return false unless Entry.entry?(bytes)
 
       expires_at = Entry.expires_at(bytes)
@@ -128,8 +135,13 @@ module Strata
         ttl = (expires_at - Entry.now) / 1000.0
         return false if ttl <= 0
       end
+      return false if host_lock == false && index == 1 # the host tier alone is above, and skipped
       index.times do |above|
-        @tiers[above].set(key, bytes, ttl: ttl_at(above, ttl))
+        if host_lock.nil? || above != @host_index
+          @tiers[above].set(key, bytes, ttl: ttl_at(above, ttl))
+        elsif host_lock
+          @tiers[above].add_for_fill(key, bytes, host_lock, ttl: ttl_at(above, ttl))
+        end
       rescue ValueTooLargeError
         next
       rescue TierError => error

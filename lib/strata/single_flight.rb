@@ -127,7 +127,8 @@ module Strata
           fill_write(key, bytes, ttl, through, index)
         end
       else
-        @copies.backfill(key, bytes, index)
+        # Under the host lock, L1's copy is fenced as a fill's is: a change since refuses it.
+        @copies.backfill(key, bytes, index, through.host_lock)
       end
       bytes
     end

@@ -94,6 +94,8 @@ module Strata
       @host_ttl = host_ttl&.to_f
       @copies = Copies.new(@list, @dependencies, host_ttl: host_ttl)
       @single_flight = (SingleFlight.new(@list, fill_wait, @copies, counters: counters) if fill_wait > 0)
+      # Whether #get reads below the host tier under its fill lock (its TTL is fill_wait).
+      @lock_reads = fill_wait > 0 && !@host_index.nil? && @host_index < @tiers.size - 1
     end
 
     # The tag versions kept in these tiers (Strata::Dependencies).
@@ -122,25 +124,33 @@ module Strata
     # The entry bytes under key, or nil. When info (a Hash, e.g. an instrumentation payload) is
     # given, info[:tier] is set to the name of the tier that answered, and info[:failed_tiers]
     # lists the tiers that raised.
+    #
+    # After a miss in the host tier, the tiers below are read under the key's host fill lock
+    # (#lock_below), so that the host tier's copy of what they hold is fenced as a fill's is.
     def get(key, info = nil)
       index = 0
+      host_lock = nil
       # Visits each tier at most once.
       while index < @tiers.size
         bytes = begin
           @tiers[index].get(key)
         rescue TierError => error
           @list.failed(error, index, info)
-          nil
+          index += 1
+          next # a host tier that failed is not asked for its lock: one report per failure
         end
         bytes = @copies.current(key, bytes, index) if bytes && Entry.stamped?(bytes)
         if bytes
           info[:tier] = @names[index] if info
-          @copies.backfill(key, bytes, index) if index > 0
+          @copies.backfill(key, bytes, index, host_lock) if index > 0
           return bytes
         end
+        host_lock = lock_below(key) if @lock_reads && index == @host_index
         index += 1
       end
       nil
+    ensure
+      @list.safely(@host_index) { @tiers[@host_index].unlock_fill(key, host_lock) } if host_lock
     end
 
     # The bytes under key in the top tier when it is the host tier (a miss there costs next to
@@ -525,6 +535,18 @@ module Strata
     end
 
     private
+
+    # The key's host fill lock for #get's reads below the host tier (Tier#lock_fill's answer,
+    # for fill_wait at most; nil when the host tier failed). A write or delete on this host marks
+    # it, and a change from another host marks it when the poller drops the key; the copy into
+    # the host tier is then refused (Copies#backfill). Unfenced, the host's other processes could
+    # read what a change had overtaken until the read's settle dropped it, and for its TTL if
+    # the reader died first. While another caller holds the lock (a fill), nothing is copied
+    # there: the holder's own copy or fill is due. Where there is no lock to be had (the word is
+    # another key's, or the host tier failed), the copy is a plain set.
+    def lock_below(key)
+      @list.safely(@host_index) { @tiers[@host_index].lock_fill(key, @fill_wait) }
+    end
 
     # The host tier's copy of a stamped entry whose stamps it could not settle alone (its
     # get_current said false): read again, and checked through the lower tiers' versions.

@@ -14,8 +14,10 @@ module Strata
     #   stack.delete(key)
     #   release << true # the reader goes on
     class PausingTier < SimpleDelegator
-      # Two queues: the next call of operation (:get, :set, :add_for_fill, :delete or :invalidate)
-      # pushes to the first once the tier has answered, then waits on the second.
+      # Two queues: the next call of operation (:get, :peek, :lease_get, :set, :add_for_fill,
+      # :delete or :invalidate) pushes to the first once the tier has answered, then waits on
+      # the second. A caller paused may be paused again later: arm the next pause before
+      # releasing it.
       def pause_after(operation)
         @operation = operation
         @gate = [Queue.new, Queue.new]
@@ -23,6 +25,14 @@ module Strata
 
       def get(key)
         paused(:get) { __getobj__.get(key) }
+      end
+
+      def peek(key)
+        paused(:peek) { __getobj__.peek(key) }
+      end
+
+      def lease_get(key, lease_ttl:)
+        paused(:lease_get) { __getobj__.lease_get(key, lease_ttl: lease_ttl) }
       end
 
       # A read-through's read of a tier with tombstones pauses as a get.
