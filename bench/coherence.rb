@@ -54,6 +54,7 @@ module Strata
             ["stale past #{(section["bound_s"] * 1000).round} ms, during faults", section["stale_in_faults"].to_s],
             ["latest during faults (ms)", section["worst_in_faults_ms"].to_s],
             ["older than a change that reached the host", section["out_of_order"].to_s],
+            ["older, a copy taken back and announced meanwhile", section["taken_back"].to_s],
             ["stale when quiet (for good)", "#{section["final_stale"]} of #{section["final_reads"]}"],
             ["errors", section["errors"].empty? ? "none" : section["errors"].join("; ")]]
         met = stale[(section["bound_s"] * 1000).round.to_s].zero? && section["out_of_order"].to_i.zero? && section["final_stale"].zero? &&

@@ -40,11 +40,15 @@ module Strata
     # change made outside the faults), or after the end of a whole round of the reading host's
     # poller (it held the election, settled every key and vouched) that began after the
     # acknowledgement: the bound on other hosts, and on the changing one for a change made
-    # during a fault (memcached missed it; the pollers settle it from the log). Each
-    # poller journals its whole rounds to a file per host (RoundJournal). At the end each host
-    # waits, at least QUIET seconds, for a whole round of its poller that began after every
-    # host's changes ended, and reads every key: any value older than the truth's is stale for
-    # good.
+    # during a fault (memcached missed it; the pollers settle it from the log). Each poller
+    # journals its whole rounds to a file per host (RoundJournal). The rule's second clause is
+    # kept apart: a copy read from SQL before a change and stored in memcached after it (by a
+    # fill or a plain read's backfill) is taken back and announced with a key row; a read of the
+    # key on a host before that row reached it (a whole round after the announcement) is
+    # counted as taken_back, not out of order. Every process journals its announcements
+    # (AnnounceJournal). At the end each host waits, at least QUIET seconds, for a whole round
+    # of its poller that began after every host's changes ended, and reads every key: any value
+    # older than the truth's is stale for good.
     #
     # Every loop is bounded in count and time; the run stops its processes and removes its
     # tables, memcached and files, also when it fails.
@@ -75,11 +79,13 @@ module Strata
       # own: memcached's return plus the poller's retry, or a killed poller holder's lease).
       # out_of_order: reads that returned an older version after the change reached their host
       # (on the changing host: its acknowledgement; elsewhere: a whole poller round after it),
-      # faults or not (out_of_order_examples: the first 3); rounds: whole poller rounds journaled,
+      # faults or not (out_of_order_examples: the first 3); taken_back: such reads of a key
+      # that a copy's take-back announced meanwhile, before the announcement reached the reading
+      # host (the rule's second clause); rounds: whole poller rounds journaled,
       # per host; final_stale_examples: the first 3 stale final reads, with the versions each
       # tier of their host held then.
       Result = Struct.new(:seconds, :reads, :changes, :faults, :stale, :worst_ms, :stale_in_faults, :worst_in_faults_ms,
-        :out_of_order, :out_of_order_examples, :rounds, :final_reads, :final_stale, :final_stale_examples, :errors, keyword_init: true)
+        :out_of_order, :out_of_order_examples, :taken_back, :rounds, :final_reads, :final_stale, :final_stale_examples, :errors, keyword_init: true)
 
       # Prepended to a host process's poller: appends "began ended" (monotonic seconds) to the
       # host's rounds file for each round that held the election and vouched for L1 (every row
@@ -101,6 +107,24 @@ module Strata
         def vouch(now)
           @vouched = true
           super
+        end
+      end
+
+      # Prepended to Strata::Copies in a host's process: appends "key at" (monotonic seconds,
+      # once the key row committed) to the run's announcements file for each key a take-back
+      # announced (Copies#announce). Copies are frozen: the file is the module's.
+      module AnnounceJournal
+        class << self
+          attr_accessor :file
+        end
+
+        private
+
+        def announce(keys)
+          result = super
+          at = format("%.6f", Clock.monotonic)
+          AnnounceJournal.file&.syswrite(keys.map { |key| "#{key} #{at}\n" }.join)
+          result
         end
       end
 
@@ -176,13 +200,31 @@ module Strata
         File.join(@dir, "rounds-#{index}")
       end
 
-      # The store of host index's process, its poller journaling its whole rounds.
+      # The store of host index's process, its poller journaling its whole rounds and its
+      # take-backs their announcements.
       def journaled_store(index)
+        Strata::Copies.prepend(AnnounceJournal) # in this process only: it is a child of the run's
+        AnnounceJournal.file = File.open(announces_path, "a")
         cache = store(index)
         poller = cache.engine.poller
         poller.singleton_class.prepend(RoundJournal)
         poller.round_journal = File.open(rounds_path(index), "a")
         [cache, poller]
+      end
+
+      def announces_path
+        File.join(@dir, "announces")
+      end
+
+      # name => [at, ...] of the announcements journaled (see AnnounceJournal).
+      def announces
+        return {} unless File.exist?(announces_path)
+
+        File.readlines(announces_path).filter_map { |line|
+          key, at = line.split
+          at = Float(at, exception: false)
+          [key[/k\d+\z/], at] if key && at
+        }.group_by(&:first).transform_values { |pairs| pairs.map(&:last) }
       end
 
       # [[began, ended], ...] of the whole rounds host index's pollers journaled so far.
@@ -366,8 +408,9 @@ module Strata
         # name => [[version, acknowledged at], ...] by version: one owner per key, so in time order too
         acks = journals.flat_map { |j| j[:acks] }.group_by(&:first).transform_values { |list| list.map { |_, ver, at| [ver, at] }.sort }
         round_lists = Array.new(HOSTS) { |index| rounds(index).sort }
+        announced = announces
         stale = BOUNDS.to_h { |bound| [bound, 0] }
-        in_faults = out_of_order = 0
+        in_faults = out_of_order = taken_back = 0
         examples = []
         worst = worst_in_faults = 0.0
         journals.each_with_index do |journal, index|
@@ -376,7 +419,9 @@ module Strata
             next if later.empty?
 
             newer, acked = later.find { |_, at| reached(index, name, at, round_lists[index], faults) < began }
-            if newer
+            if newer && announced_meanwhile?(announced.fetch(name, []), acked, began, round_lists[index])
+              taken_back += 1
+            elsif newer
               out_of_order += 1
               examples << {host: index, key: name, read: ver, newer: newer, began_after_ack_ms: ((began - acked) * 1000).round(1)} if examples.size < 3
             end
@@ -393,7 +438,8 @@ module Strata
         finals = journals.each_with_index.flat_map { |j, index| j[:finals].map { |final| [*final, index] } }
         Result.new(seconds: @seconds, reads: journals.sum { |j| j[:reads].size }, changes: acks.sum { |_, list| list.size },
           faults: faults.map(&:first).tally, stale: stale, worst_ms: (worst * 1000).round(1), stale_in_faults: in_faults,
-          worst_in_faults_ms: (worst_in_faults * 1000).round(1), out_of_order: out_of_order, out_of_order_examples: examples, rounds: round_lists.map(&:size),
+          worst_in_faults_ms: (worst_in_faults * 1000).round(1), out_of_order: out_of_order, out_of_order_examples: examples,
+          taken_back: taken_back, rounds: round_lists.map(&:size),
           final_reads: finals.size, final_stale: finals.count { |_, ver, truth| ver && ver < truth },
           final_stale_examples: finals.select { |_, ver, truth| ver && ver < truth }.first(3)
             .map { |name, ver, truth, tiers, index| {host: index, key: name, read: ver, truth: truth, tiers: tiers} },
@@ -411,6 +457,15 @@ module Strata
         end
 
         host_rounds.find { |began, _| began > acked }&.last || Float::INFINITY
+      end
+
+      # Whether a take-back announced the key (at any of times) after a change acknowledged at
+      # acked and at most the bound after a read that began at began, which began before the
+      # announcement reached its host (the end of the host's first whole round after it).
+      def announced_meanwhile?(times, acked, began, host_rounds)
+        times.any? do |at|
+          at > acked && at < began + @bound && began < (host_rounds.find { |round_began, _| round_began > at }&.last || Float::INFINITY)
+        end
       end
 
       def drop_tables
