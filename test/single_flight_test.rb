@@ -358,49 +358,26 @@ class SingleFlightTest < Minitest::Test
   # copy. Unfenced, the host's other processes would read the deleted value until the reader's
   # settle took it back, and for its TTL were the reader killed before.
   def test_a_copy_from_memcached_under_the_host_lock_gives_way_to_a_delete_since_its_read
-    l2 = Strata::TestSupport::PausingTier.new(@l2)
-    stack = stack({l1: @l1, l2: l2})
-    assert @l2.set(@key, entry("old"), ttl: 60)
-    read, after_read = l2.pause_after(:lease_get)
-    reader = Thread.new do
+    value = read_across_a_delete(:lease_get) do |stack|
       fill = stack.read_through(@key)
       fill.get
     ensure
       fill&.finish
     end
-    read.pop # the reader holds the host lock and read "old"
-    assert @stack.delete(@key)
-
-    settling, after_settle = l2.pause_after(:peek)
-    after_read << true
-    settling.pop # the reader copied what it read, and reads memcached back
-    assert_nil @l1.get(@key), "L1 holds no copy of the deleted value"
-    after_settle << true
-    assert_equal entry("old"), reader.value, "the reader answers what it read"
+    assert_equal entry("old"), value, "the reader answers what it read"
     assert_nil @l1.get(@key)
     assert_empty @errors
-  ensure
-    [after_read, after_settle].each { |queue| queue&.push(true) }
-    reader&.join(5)
   end
 
   # A plain read (Stack#get) that misses L1 reads below under the host lock, and its copy into
   # L1 is fenced by it: a delete between its read and its copy refuses the copy.
   def test_a_plain_reads_copy_into_l1_gives_way_to_a_delete_since_its_read
-    l2 = Strata::TestSupport::PausingTier.new(@l2)
-    stack = stack({l1: @l1, l2: l2})
-    assert @l2.set(@key, entry("old"), ttl: 60)
-    read, after_read = l2.pause_after(:get)
-    reader = Thread.new { stack.get(@key) }
-    read.pop
-    assert @stack.delete(@key)
-
-    settling, after_settle = l2.pause_after(:peek)
-    after_read << true
-    settling.pop
-    assert_nil @l1.get(@key), "L1 holds no copy of the deleted value"
-    after_settle << true
-    assert_equal entry("old"), reader.value, "the reader answers what it read"
+    stack = nil
+    value = read_across_a_delete(:get) do |paused|
+      stack = paused
+      paused.get(@key)
+    end
+    assert_equal entry("old"), value, "the reader answers what it read"
 
     assert @l2.set(@key, entry("new"), ttl: 60)
     assert_equal entry("new"), stack.get(@key)
@@ -410,9 +387,6 @@ class SingleFlightTest < Minitest::Test
     assert fill.host_lock, "the plain reads gave their locks back"
     fill.finish
     assert_empty @errors
-  ensure
-    [after_read, after_settle].each { |queue| queue&.push(true) }
-    reader&.join(5)
   end
 
   # While a fill holds the host lock, a plain read answers from below and leaves L1 to it.
@@ -430,6 +404,30 @@ class SingleFlightTest < Minitest::Test
   end
 
   private
+
+  # memcached holds "old" under @key; a reader (the block, given a stack over @l1 and memcached)
+  # reads it there, stopped after memcached's answer to operation. @key is deleted meanwhile;
+  # when the reader then reads memcached back (its settle), L1 must hold no copy of "old". The
+  # reader's answer.
+  def read_across_a_delete(operation)
+    l2 = Strata::TestSupport::PausingTier.new(@l2)
+    stack = stack({l1: @l1, l2: l2})
+    assert @l2.set(@key, entry("old"), ttl: 60)
+    read, after_read = l2.pause_after(operation)
+    reader = Thread.new { yield stack }
+    read.pop # the reader read "old" (holding the host lock)
+    assert @stack.delete(@key)
+
+    settling, after_settle = l2.pause_after(:peek)
+    after_read << true
+    settling.pop # the reader copied what it read, and reads memcached back
+    assert_nil @l1.get(@key), "L1 holds no copy of the deleted value"
+    after_settle << true
+    reader.value
+  ensure
+    [after_read, after_settle].each { |queue| queue&.push(true) }
+    reader&.join(5)
+  end
 
   # A reader of @key through stack, in a thread of its own, parked in its poll. The thread's value
   # is [what the read returned, its ReadThrough], which is finished.
