@@ -1,9 +1,9 @@
 # frozen_string_literal: true
 
-# The bench's commands (bin/bench, bin/cluster) set Bundler up themselves, so that they work the
-# same directly and under `bundle exec`: the Active Support 7.2 gemfile and vendor/bundle unless
-# the environment names others. On a fresh machine (gems or the extension missing) script/setup
-# installs what is missing first, as bin/test does. Plain Ruby: it runs before Bundler.
+# bin/bench sets Bundler up itself, so that it works the same directly and under `bundle exec`:
+# the Active Support 7.2 gemfile and vendor/bundle unless the environment names others. On a
+# fresh machine (gems or the extension missing) script/setup installs what is missing first, as
+# bin/test does. Plain Ruby: it runs before Bundler.
 module StrataBundleSetup
   ROOT = File.expand_path("..", __dir__)
 
