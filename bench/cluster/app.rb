@@ -18,6 +18,7 @@ module Strata
         ROOT = File.expand_path("../..", __dir__)
         BOOT_TIMEOUT = 120
         STOP_TIMEOUT = 20
+        DUMP_AFTER = 5
         BOOTED = /Worker \d+ \(PID: (\d+)\) booted/
 
         attr_reader :host, :address, :workers
@@ -45,7 +46,7 @@ module Strata
             "BUNDLE_VERSION" => "system", "DATABASE_URL" => @database_url, "STRATA_DEMO_L1" => l1_path,
             "STRATA_MEMCACHED" => @hosts.memcached_servers.join(","), "STRATA_DEMO_CACHE" => @cache,
             "STRATA_DEMO_BIND" => @address, "PORT" => PORT.to_s, "WEB_CONCURRENCY" => WORKERS.to_s,
-            "RAILS_MAX_THREADS" => THREADS.to_s, "STRATA_DEMO_LOG_LEVEL" => "warn",
+            "RAILS_MAX_THREADS" => THREADS.to_s, "STRATA_DEMO_LOG_LEVEL" => "warn", "STRATA_DEMO_THREAD_DUMPS" => "1",
             "SECRET_KEY_BASE" => SecureRandom.hex(64)
           }
           command = @hosts.network.command(@host, File.join(ROOT, "script/trixie"), "run", "env",
@@ -80,16 +81,25 @@ module Strata
         end
 
         # TERM to the process group (Puma stops its workers), KILL to what is left of it after
-        # STOP_TIMEOUT s.
+        # STOP_TIMEOUT s. Workers still alive after DUMP_AFTER s print their threads' backtraces
+        # to the log (SIGPWR, config/puma.rb).
         def stop
           return unless @pid
 
           signal(:CONT, -@pid)
+          workers = live_workers
           signal(:TERM, -@pid)
+          dump_at = Clock.monotonic + DUMP_AFTER
           deadline = Clock.monotonic + STOP_TIMEOUT
           reaped = false
           # The group outlives @pid (script/trixie's shell): Puma is its grandchild.
-          sleep 0.1 until ((reaped ||= reap(Process::WNOHANG)) && !alive?(-@pid)) || Clock.monotonic > deadline
+          until ((reaped ||= reap(Process::WNOHANG)) && !alive?(-@pid)) || Clock.monotonic > deadline
+            if dump_at && Clock.monotonic > dump_at
+              workers.each { |pid| signal(:PWR, pid) }
+              dump_at = nil
+            end
+            sleep 0.1
+          end
           signal(:KILL, -@pid)
           reap(0) unless reaped
           sleep 0.05 while alive?(-@pid) && Clock.monotonic < deadline + STOP_TIMEOUT

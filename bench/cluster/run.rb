@@ -144,7 +144,18 @@ module Strata
           apps.each(&:wait_booted)
           measure(mode, apps)
         ensure
-          apps&.each(&:stop)
+          stop(apps) if apps
+        end
+
+        # Stops the apps at once; says which took longer than App::DUMP_AFTER s, with its log
+        # since Puma began to stop (its workers' threads among it).
+        def stop(apps)
+          apps.map { |app| Thread.new { [app, Clock.monotonic, app.stop, Clock.monotonic] } }.map(&:value).each do |app, began, _, ended|
+            next if ended - began <= App::DUMP_AFTER
+
+            shutdown = app.log.lines.drop_while { |line| !line.include?("puma shutdown") }
+            say "#{app.host}: Puma took #{(ended - began).round} s to stop; its log since:\n#{shutdown.first(200).join}"
+          end
         end
 
         # Empties memcached and zeroes its counters and the database's statement counts; every
@@ -160,7 +171,7 @@ module Strata
 
         def measure(mode, apps)
           headers = {"X-Representation-Cache" => mode.representation}
-          warm_up(apps, headers, mode.page)
+          warm_up(mode, apps, headers)
           start = Clock.monotonic + WARMUP
           stop = start + @phases.last.finish
           clients = apps.each_with_index.map { |app, index| client(app, index, headers, mode.page, stop) }
@@ -190,16 +201,21 @@ module Strata
           end
         end
 
-        # Asks every app host once for every bug's entry and page, CONNECTIONS requests at a time
-        # per host, so that each mode's phases start with the caches it has filled.
-        def warm_up(apps, headers, page)
-          say "warming up: every bug's entry and page on every app host"
-          apps.flat_map do |app|
+        # Asks for every bug's entry and page once, each from one app host (bug id from app
+        # id % hosts), CONNECTIONS requests at a time per host, so that each mode's phases start
+        # with the caches it has filled: one render per bug and kind; the other hosts copy it from
+        # the shared tiers when the load first asks them. Nothing on no cache, which keeps nothing.
+        def warm_up(mode, apps, headers)
+          return if mode.cache == "null_store"
+
+          say "warming up: every bug's entry and page, once, from one app host each"
+          apps.each_with_index.flat_map do |app, host|
+            ids = (1..BUGS).select { |id| id % apps.size == host }
             Array.new(CONNECTIONS) do |slice|
               Thread.new do
                 Net::HTTP.start(app.address, App::PORT, open_timeout: 2, read_timeout: 30) do |http|
-                  (1..BUGS).select { |id| id % CONNECTIONS == slice }.each do |id|
-                    [Load::ENTRY, Load::PAGE].each { |kind| http.request(Net::HTTP::Get.new(Load.path(kind, id, page), headers)) }
+                  ids.each_slice(CONNECTIONS).filter_map { |group| group[slice] }.each do |id|
+                    [Load::ENTRY, Load::PAGE].each { |kind| http.request(Net::HTTP::Get.new(Load.path(kind, id, mode.page), headers)) }
                   end
                 end
               end
