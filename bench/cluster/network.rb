@@ -75,6 +75,15 @@ module Strata
           ip("link", "set", veth(@hosts.keys.index(name)), cut ? "down" : "up")
         end
 
+        # Drops (or stops dropping) whatever host name sends to host peer, through a blackhole
+        # route in name's namespace: a cut between the two alone, the rest of their paths kept.
+        # Over TCP it is a cut both ways: peer's connections to name neither open nor get
+        # answers (established ones resume once mended), while name's own new connections to peer
+        # fail at once (EINVAL).
+        def isolate(name, peer, isolate = true)
+          ip("netns", "exec", namespace(name), "ip", "route", isolate ? "add" : "del", "blackhole", "#{address(peer)}/32")
+        end
+
         # Removes every namespace and link named after prefix, after killing (SIGKILL) every
         # process still in such a namespace. Safe to call again.
         def down

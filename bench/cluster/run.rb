@@ -26,19 +26,21 @@ module Strata
       # phase. Every loop is bounded in time and count; #run stops what it started, also when it
       # fails.
       class Run
-        # A phase of the load, in seconds from its start; fault (a FAULTS key or nil) is applied at
-        # start and mended at finish.
+        # A phase of the load, in seconds from its start; fault (one #apply knows, or nil) is
+        # applied at start and mended at finish.
         Phase = Struct.new(:name, :start, :finish, :fault)
         FULL = [
-          Phase.new("steady", 0, 15, nil),
-          Phase.new("mc2 killed", 15, 20, :memcached),
-          Phase.new("after mc2", 20, 30, nil),
-          Phase.new("app1 poller stopped", 30, 35, :poller),
-          Phase.new("after poller", 35, 40, nil),
-          Phase.new("app3 cut off", 40, 45, :cut),
-          Phase.new("after cut", 45, 50, nil),
-          Phase.new("app2 worker killed", 50, 55, :worker),
-          Phase.new("after worker", 55, 65, nil)
+          Phase.new("steady", 0, 10, nil),
+          Phase.new("mc2 killed", 10, 15, :memcached),
+          Phase.new("after mc2", 15, 25, nil),
+          Phase.new("app1 poller stopped", 25, 30, :poller),
+          Phase.new("after poller", 30, 35, nil),
+          Phase.new("app3 cut off", 35, 40, :cut),
+          Phase.new("after cut", 40, 45, nil),
+          Phase.new("app3 cut from pg", 45, 50, :database),
+          Phase.new("after pg cut", 50, 55, nil),
+          Phase.new("app2 worker killed", 55, 60, :worker),
+          Phase.new("after worker", 60, 70, nil)
         ].freeze
         # bin/test's: one fault, a minute with the boot.
         SHORT = [
@@ -272,6 +274,9 @@ module Strata
           when :cut
             @hosts.network.cut("app3")
             {fault: fault, detail: "app3's veth down"}
+          when :database
+            @hosts.network.isolate("pg", "app3")
+            {fault: fault, detail: "pg drops what it sends app3 (a blackhole route); app3's clients and memcached still reach it"}
           when :worker
             pid = apps[1].live_workers.first
             Process.kill(:KILL, pid)
@@ -284,6 +289,7 @@ module Strata
           when :memcached then @hosts.start_memcached("mc2")
           when :poller then Process.kill(:CONT, fault[:pid]) if fault[:pid]
           when :cut then @hosts.network.cut("app3", false)
+          when :database then @hosts.network.isolate("pg", "app3", false)
           end
         rescue Errno::ESRCH
           nil

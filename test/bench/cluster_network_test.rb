@@ -6,8 +6,9 @@ require_relative "../../bench/cluster/network"
 require_relative "../support/waiting"
 
 # bin/cluster's test hosts (bench/cluster/network.rb): network namespaces on a bridge, which
-# reach each other and this process, whose path can be cut, and of which nothing is left once
-# the network is down. Real namespaces, a real memcached in one; needs root.
+# reach each other and this process, whose path can be cut, two of which can be cut from each
+# other alone, and of which nothing is left once the network is down. Real namespaces, a real
+# memcached in one; needs root.
 class BenchClusterNetworkTest < Minitest::Test
   include Strata::Waiting
 
@@ -26,7 +27,7 @@ class BenchClusterNetworkTest < Minitest::Test
     @network&.down
   end
 
-  def test_hosts_reach_each_other_and_this_process_a_path_can_be_cut_and_nothing_is_left
+  def test_hosts_reach_each_other_and_this_process_a_path_can_be_cut_a_pair_isolated_and_nothing_is_left
     @network.up(%w[a b])
     server = @network.address("a")
     @pid = Process.spawn(*@network.command("a", "memcached", "-l", server, "-p", "11211", "-u", "root", "-U", "0"),
@@ -37,6 +38,12 @@ class BenchClusterNetworkTest < Minitest::Test
     @network.cut("b")
     assert_nil from_b(server), "host b's path is cut"
     @network.cut("b", false)
+    assert wait_until(10) { from_b(server) }, "and mended"
+
+    @network.isolate("a", "b")
+    assert_nil from_b(server), "host a drops what it sends host b"
+    assert version(server), "and still answers this process"
+    @network.isolate("a", "b", false)
     assert wait_until(10) { from_b(server) }, "and mended"
 
     Process.kill(:KILL, @pid)
