@@ -276,7 +276,7 @@ module Strata
             {fault: fault, detail: "app3's veth down"}
           when :database
             @hosts.network.isolate("pg", "app3")
-            {fault: fault, detail: "pg drops what it sends app3 (a blackhole route); app3's clients and memcached still reach it"}
+            {fault: fault, detail: "a blackhole route on pg for app3: pg drops what it sends app3, whose clients and memcached still reach it"}
           when :worker
             pid = apps[1].live_workers.first
             Process.kill(:KILL, pid)
