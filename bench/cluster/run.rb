@@ -152,11 +152,18 @@ module Strata
         # Stops the apps at once; says which took longer than App::DUMP_AFTER s, with its log
         # since Puma began to stop (its workers' threads among it).
         def stop(apps)
-          apps.map { |app| Thread.new { [app, Clock.monotonic, app.stop, Clock.monotonic] } }.map(&:value).each do |app, began, _, ended|
-            next if ended - began <= App::DUMP_AFTER
+          stopping = apps.map do |app|
+            Thread.new do
+              began = Clock.monotonic
+              app.stop
+              [app, Clock.monotonic - began]
+            end
+          end
+          stopping.map(&:value).each do |app, seconds|
+            next if seconds <= App::DUMP_AFTER
 
             shutdown = app.log.lines.drop_while { |line| !line.include?("puma shutdown") }
-            say "#{app.host}: Puma took #{(ended - began).round} s to stop; its log since:\n#{shutdown.first(200).join}"
+            say "#{app.host}: Puma took #{seconds.round} s to stop; its log since:\n#{shutdown.first(200).join}"
           end
         end
 
@@ -203,10 +210,11 @@ module Strata
           end
         end
 
-        # Asks for every bug's entry and page once, each from one app host (bug id from app
-        # id % hosts), CONNECTIONS requests at a time per host, so that each mode's phases start
-        # with the caches it has filled: one render per bug and kind; the other hosts copy it from
-        # the shared tiers when the load first asks them. Nothing on no cache, which keeps nothing.
+        # Asks for every bug's entry and page once, each from one app host (the i-th asks for the
+        # bugs whose id % hosts is i), CONNECTIONS requests at a time per host, so that each
+        # mode's phases start with the caches it has filled: one render per bug and kind; the
+        # other hosts copy it from the shared tiers when the load first asks them. Nothing on no
+        # cache, which keeps nothing.
         def warm_up(mode, apps, headers)
           return if mode.cache == "null_store"
 
